@@ -1,0 +1,250 @@
+"""The SQL repository: documents and chunks in one database, each change in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from kbseek.adapters.sql.tables import ChunkRow, DocumentRow, StateRow, utcnow
+from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
+from kbseek.errors import StorageError
+
+VERSION_KEY = "version"
+
+
+class SqlRepository:
+    """Documents and chunks over SQLAlchemy; works on SQLite and PostgreSQL alike.
+
+    >>> from kbseek.adapters.sql.engine import make_engine
+    >>> from kbseek.adapters.sql.migrate import upgrade
+    >>> engine = make_engine("sqlite://"); _ = upgrade(engine)
+    >>> SqlRepository(engine).count()
+    0
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def _session(self) -> Session:
+        return self._sessions()
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def count(self) -> int:
+        with self._session() as session:
+            return session.scalar(select(func.count()).select_from(DocumentRow)) or 0
+
+    def chunk_count(self) -> int:
+        with self._session() as session:
+            return session.scalar(select(func.count()).select_from(ChunkRow)) or 0
+
+    def version(self) -> int:
+        """The change counter: bumped by every add, update and delete."""
+        with self._session() as session:
+            return session.scalar(select(StateRow.value).where(StateRow.key == VERSION_KEY)) or 0
+
+    def hashes(self) -> dict[str, tuple[str, str | None]]:
+        """``{path: (content_hash, origin)}`` for every document, in one query."""
+        with self._session() as session:
+            rows = session.execute(
+                select(DocumentRow.path, DocumentRow.content_hash, DocumentRow.origin)
+            )
+            return {path: (digest, origin) for path, digest, origin in rows}
+
+    def get(self, path: str, *, with_chunks: bool = False) -> StoredDocument | None:
+        with self._session() as session:
+            row = session.scalar(select(DocumentRow).where(DocumentRow.path == path))
+            if row is None:
+                row = session.get(DocumentRow, path)  # a document id works too
+            if row is None:
+                return None
+            chunks: list[ChunkRow] = []
+            if with_chunks:
+                chunks = list(
+                    session.scalars(
+                        select(ChunkRow)
+                        .where(ChunkRow.document_id == row.id)
+                        .order_by(ChunkRow.chunk_index)
+                    )
+                )
+            return _stored(row, chunks)
+
+    def content(self, path: str) -> str | None:
+        with self._session() as session:
+            return session.scalar(select(DocumentRow.content).where(DocumentRow.path == path))
+
+    def list(
+        self, *, category: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[StoredDocument]:
+        query = select(DocumentRow).order_by(DocumentRow.path).offset(offset)
+        if category:
+            query = query.where(DocumentRow.category == category)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._session() as session:
+            return [_stored(row, []) for row in session.scalars(query)]
+
+    def keywords(self) -> dict[str, tuple[str, ...]]:
+        with self._session() as session:
+            rows = session.execute(select(DocumentRow.path, DocumentRow.keywords))
+            return {path: tuple(keywords or ()) for path, keywords in rows}
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def save(self, doc: ParsedDocument, *, origin: str | None) -> str:
+        """Insert or replace ``doc`` and its chunks in one transaction.
+
+        Returns ``"added"``, ``"updated"`` or ``"unchanged"`` (same path, same content hash;
+        only a changed origin is written then).
+        """
+        try:
+            with self._session() as session, session.begin():
+                existing = session.execute(
+                    select(DocumentRow.id, DocumentRow.content_hash, DocumentRow.created_at)
+                    .where(DocumentRow.path == doc.path)
+                    .with_for_update()
+                ).first()
+                if existing is not None and existing.content_hash == doc.content_hash:
+                    if origin is not None:
+                        session.execute(
+                            update(DocumentRow).where(DocumentRow.id == existing.id).values(origin=origin)
+                        )
+                    return "unchanged"
+                now = utcnow()
+                values = _document_values(doc, origin)
+                if existing is None:
+                    session.execute(insert(DocumentRow).values(**values, created_at=now, updated_at=now))
+                else:
+                    session.execute(delete(ChunkRow).where(ChunkRow.document_id == existing.id))
+                    session.execute(
+                        update(DocumentRow).where(DocumentRow.id == existing.id).values(**values, updated_at=now)
+                    )
+                if doc.chunks:
+                    session.execute(insert(ChunkRow), [_chunk_values(c) for c in doc.chunks])
+                _bump_version(session)
+                return "added" if existing is None else "updated"
+        except SQLAlchemyError as exc:
+            raise StorageError(f"could not store {doc.path}: {exc.__class__.__name__}: {exc}") from exc
+
+    def delete(self, path: str) -> bool:
+        """Remove a document and its chunks; ``False`` when there was none."""
+        try:
+            with self._session() as session, session.begin():
+                doc_id = session.scalar(select(DocumentRow.id).where(DocumentRow.path == path))
+                if doc_id is None:
+                    return False
+                session.execute(delete(ChunkRow).where(ChunkRow.document_id == doc_id))
+                session.execute(delete(DocumentRow).where(DocumentRow.id == doc_id))
+                _bump_version(session)
+                return True
+        except SQLAlchemyError as exc:
+            raise StorageError(f"could not delete {path}: {exc}") from exc
+
+
+def _bump_version(session: Session) -> None:
+    changed = session.execute(
+        update(StateRow).where(StateRow.key == VERSION_KEY).values(value=StateRow.value + 1)
+    ).rowcount
+    if not changed:
+        session.execute(insert(StateRow).values(key=VERSION_KEY, value=1))
+
+
+def _document_values(doc: ParsedDocument, origin: str | None) -> dict[str, Any]:
+    fm = doc.frontmatter
+    return {
+        "id": doc.id,
+        "path": doc.path,
+        "category": doc.category,
+        "file_name": doc.file_name,
+        "title": fm.title,
+        "summary": fm.summary,
+        "keywords": list(fm.keywords),
+        "frontmatter": fm.fields,
+        "title_source": fm.title_source,
+        "summary_source": fm.summary_source,
+        "warnings": list(doc.warnings),
+        "outline": [
+            {"level": s.level, "heading": s.heading, "anchor": s.anchor,
+             "line": doc.text.count("\n", 0, s.start) + 1}
+            for s in doc.sections
+            if s.level
+        ],
+        "content": doc.text,
+        "content_hash": doc.content_hash,
+        "size_bytes": doc.size_bytes,
+        "chunk_count": len(doc.chunks),
+        "origin": origin,
+    }
+
+
+def _chunk_values(chunk: Chunk) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": chunk.id,
+        "document_id": chunk.document_id,
+        "chunk_index": chunk.index,
+        "total_chunks": chunk.total,
+        "breadcrumb": chunk.breadcrumb,
+        "headings": [list(pair) for pair in chunk.headings],
+        "anchor": chunk.anchor,
+        "text": chunk.text,
+        "content_hash": chunk.content_hash,
+        "char_start": chunk.start,
+        "char_end": chunk.end,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "overlap": chunk.overlap,
+    }
+    for level in range(1, 7):
+        values[f"heading_h{level}"] = chunk.heading(level)
+    return values
+
+
+def _stored(row: DocumentRow, chunks: Iterable[ChunkRow]) -> StoredDocument:
+    return StoredDocument(
+        id=row.id,
+        path=row.path,
+        category=row.category,
+        file_name=row.file_name,
+        title=row.title,
+        summary=row.summary,
+        keywords=tuple(row.keywords or ()),
+        frontmatter=dict(row.frontmatter or {}),
+        title_source=row.title_source,
+        summary_source=row.summary_source,
+        warnings=tuple(row.warnings or ()),
+        outline=tuple(row.outline or ()),
+        content_hash=row.content_hash,
+        size_bytes=row.size_bytes,
+        chunk_count=row.chunk_count,
+        origin=row.origin,
+        created_at=row.created_at.isoformat(),
+        updated_at=row.updated_at.isoformat(),
+        chunks=tuple(
+            Chunk(
+                id=c.id,
+                document_id=c.document_id,
+                index=c.chunk_index,
+                total=c.total_chunks,
+                title=row.title,
+                breadcrumb=c.breadcrumb,
+                headings=tuple((int(level), str(h)) for level, h in c.headings),
+                anchor=c.anchor,
+                category=row.category,
+                source_path=row.path,
+                text=c.text,
+                content_hash=c.content_hash,
+                start=c.char_start,
+                end=c.char_end,
+                line_start=c.line_start,
+                line_end=c.line_end,
+                overlap=c.overlap,
+            )
+            for c in chunks
+        ),
+    )

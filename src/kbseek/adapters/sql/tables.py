@@ -1,0 +1,78 @@
+"""SQLAlchemy 2 models: the system of record. Migrations in ``migrations/`` must match them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class DocumentRow(Base):
+    __tablename__ = "documents"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    path: Mapped[str] = mapped_column(String(512), unique=True)
+    category: Mapped[str] = mapped_column(String(200), index=True)
+    file_name: Mapped[str] = mapped_column(String(255))
+    title: Mapped[str] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(Text)
+    keywords: Mapped[list[str]] = mapped_column(JSON)
+    frontmatter: Mapped[dict[str, Any]] = mapped_column(JSON)
+    title_source: Mapped[str] = mapped_column(String(16))
+    summary_source: Mapped[str] = mapped_column(String(16))
+    warnings: Mapped[list[str]] = mapped_column(JSON)
+    outline: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    chunk_count: Mapped[int] = mapped_column(Integer)
+    origin: Mapped[str | None] = mapped_column(Text, nullable=True, index=False)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ChunkRow(Base):
+    __tablename__ = "chunks"
+    __table_args__ = (UniqueConstraint("document_id", "chunk_index", name="uq_chunks_position"),)
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    document_id: Mapped[str] = mapped_column(
+        String(16), ForeignKey("documents.id", ondelete="CASCADE"), index=True
+    )
+    chunk_index: Mapped[int] = mapped_column(Integer)
+    total_chunks: Mapped[int] = mapped_column(Integer)
+    breadcrumb: Mapped[str] = mapped_column(Text)
+    headings: Mapped[list[list[Any]]] = mapped_column(JSON)
+    heading_h1: Mapped[str | None] = mapped_column(Text, nullable=True)
+    heading_h2: Mapped[str | None] = mapped_column(Text, nullable=True)
+    heading_h3: Mapped[str | None] = mapped_column(Text, nullable=True)
+    heading_h4: Mapped[str | None] = mapped_column(Text, nullable=True)
+    heading_h5: Mapped[str | None] = mapped_column(Text, nullable=True)
+    heading_h6: Mapped[str | None] = mapped_column(Text, nullable=True)
+    anchor: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+    line_start: Mapped[int] = mapped_column(Integer)
+    line_end: Mapped[int] = mapped_column(Integer)
+    overlap: Mapped[int] = mapped_column(Integer)
+
+
+class StateRow(Base):
+    """Counters every process can read, e.g. ``version``: bumped by every change to documents."""
+
+    __tablename__ = "kb_state"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,129 @@
+"""From raw bytes to a parsed, chunked document: the pure half of ingestion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kbseek.core.frontmatter import parse_frontmatter
+from kbseek.core.ids import document_id, sha256_hex
+from kbseek.core.markdown import chunk_document
+from kbseek.core.models import ParsedDocument
+from kbseek.core.paths import category_for, safe_document_path
+from kbseek.errors import DocumentError
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingConfig:
+    """How documents are cut; validated at construction.
+
+    >>> ChunkingConfig(chunk_size=50)
+    Traceback (most recent call last):
+    ValueError: chunk_size must be at least 100 characters, got 50
+    """
+
+    chunk_size: int = 800
+    overlap: int = 100
+    max_file_bytes: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 100:
+            raise ValueError(f"chunk_size must be at least 100 characters, got {self.chunk_size}")
+        if not 0 <= self.overlap < self.chunk_size // 2:
+            raise ValueError(
+                f"overlap must be in [0, {self.chunk_size // 2}), got {self.overlap}"
+            )
+
+
+def decode_markdown(data: bytes, *, source: str, max_bytes: int) -> str:
+    """UTF-8 text of a Markdown file, or a :class:`DocumentError` saying why not."""
+    if len(data) > max_bytes:
+        raise DocumentError(
+            f"file is {len(data):,} bytes, over the limit of {max_bytes:,}",
+            source=source,
+            hint="split the document or raise KBSEEK_MAX_FILE_BYTES",
+        )
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise DocumentError(
+            f"file is binary (NUL byte at offset {nul})",
+            source=source,
+            hint="only UTF-8 Markdown text can be ingested",
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DocumentError(
+            f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            source=source,
+            line=line,
+            hint="convert it, e.g. 'iconv -f GB18030 -t UTF-8'",
+        ) from exc
+    return text
+
+
+def parse_document(
+    data: bytes,
+    *,
+    path: str,
+    config: ChunkingConfig,
+    category: str | None = None,
+    source: str | None = None,
+) -> ParsedDocument:
+    """Decode, parse frontmatter, chunk: everything about a document that needs no I/O.
+
+    ``path`` is the document's identity in the knowledge base; ``source`` names the file in
+    messages (defaults to ``path``); ``category`` overrides the frontmatter's.
+    """
+    path = safe_document_path(path)
+    source = source or path
+    text = decode_markdown(data, source=source, max_bytes=config.max_file_bytes)
+    file_name = path.rsplit("/", 1)[-1]
+    fm = parse_frontmatter(text, source=source, file_name=file_name)
+    resolved_category = category_for(path, fm.category, category)
+    doc_id = document_id(path)
+    sections, chunks = chunk_document(
+        text,
+        body_offset=fm.body_offset,
+        path=path,
+        document_id=doc_id,
+        title=fm.title,
+        category=resolved_category,
+        chunk_size=config.chunk_size,
+        overlap=config.overlap,
+    )
+    warnings = []
+    if fm.missing:
+        warnings.append(
+            f"{source}: frontmatter is missing required field(s) {', '.join(fm.missing)}; "
+            f"stored and searchable by content, title from {fm.title_source}"
+        )
+    if not chunks:
+        warnings.append(f"{source}: document has no body text; only its metadata is searchable")
+    return ParsedDocument(
+        id=doc_id,
+        path=path,
+        category=resolved_category,
+        file_name=file_name,
+        text=text,
+        content_hash=sha256_hex(data),
+        size_bytes=len(data),
+        frontmatter=fm,
+        sections=tuple(sections),
+        chunks=tuple(chunks),
+        warnings=tuple(warnings),
+    )
+
+
+def shared_keywords(keywords_by_path: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Keywords (case-insensitive) that more than one document declares: the seeds' lint.
+
+    >>> shared_keywords({"a.md": ("超时", "x"), "b.md": ("超时",)})
+    {'超时': ['a.md', 'b.md']}
+    """
+    owners: dict[str, tuple[str, list[str]]] = {}
+    for path in sorted(keywords_by_path):
+        for keyword in keywords_by_path[path]:
+            display, paths = owners.setdefault(keyword.casefold(), (keyword, []))
+            paths.append(path)
+    return {display: paths for display, paths in owners.values() if len(paths) > 1}

@@ -1,0 +1,221 @@
+"""YAML frontmatter: safe loading, validation, and the stand-ins for missing title and summary."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import yaml
+
+from kbseek.core.models import Frontmatter
+from kbseek.errors import FrontmatterError
+
+REQUIRED = ("title", "keywords", "summary")
+OPTIONAL = ("category", "version", "author")
+SUMMARY_MAX_CHARS = 200
+
+_OPEN = re.compile(r"\A---[ \t]*\r?\n")
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+_KEYWORD_SPLIT = re.compile(r"[,，、;；]")
+_ATX_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_MARKUP = re.compile(r"(\*\*|__|`|~~|^\s*(?:[-*+]|\d+[.)])\s+|^\s*>\s?)")
+
+
+def parse_frontmatter(text: str, *, source: str, file_name: str) -> Frontmatter:
+    """Split off and validate the frontmatter of ``text`` (the whole file, BOM removed).
+
+    Missing required fields are reported in ``missing`` (the caller turns them into warnings);
+    malformed YAML raises :class:`FrontmatterError` naming ``source`` and the file line.
+
+    >>> fm = parse_frontmatter("---\\ntitle: T\\nkeywords: a, b\\nsummary: S\\n---\\nbody", source="x.md", file_name="x.md")
+    >>> fm.title, fm.keywords, fm.body_line
+    ('T', ('a', 'b'), 6)
+    """
+    fields, body_offset, body_line = _split(text, source)
+    body = text[body_offset:]
+    missing = tuple(name for name in REQUIRED if _is_blank(fields.get(name)))
+
+    title = _text_field(fields, "title", source)
+    title_source = "frontmatter"
+    if not title:
+        title, title_source = _first_h1(body), "h1"
+        if not title:
+            title, title_source = _stem(file_name), "filename"
+
+    summary = _text_field(fields, "summary", source)
+    summary_source = "frontmatter"
+    if not summary:
+        summary = first_meaningful_line(body)
+        summary_source = "first_line" if summary else "none"
+
+    category = _text_field(fields, "category", source) or None
+    keywords = _keywords(fields.get("keywords"), source)
+    for name in ("version", "author"):
+        if name in fields and fields[name] is not None:
+            fields[name] = str(fields[name])
+    return Frontmatter(
+        title=title,
+        summary=summary,
+        keywords=keywords,
+        category=category,
+        fields=fields,
+        title_source=title_source,
+        summary_source=summary_source,
+        missing=missing,
+        body_offset=body_offset,
+        body_line=body_line,
+    )
+
+
+def first_meaningful_line(body: str) -> str:
+    """The first line of prose: not blank, not a heading, fence, table rule, comment or HTML."""
+    in_fence = None
+    for raw in body.splitlines():
+        line = raw.strip()
+        fence = re.match(r"(`{3,}|~{3,})", line)
+        if fence:
+            marker = fence.group(1)
+            if in_fence is None:
+                in_fence = marker
+            elif marker[0] == in_fence[0] and len(marker) >= len(in_fence):
+                in_fence = None
+            continue
+        if in_fence or not line or line.startswith(("#", "<", "|", "---", "===", "***", "![")):
+            continue
+        cleaned = _MARKUP.sub("", line).strip()
+        if cleaned:
+            return cleaned[:SUMMARY_MAX_CHARS]
+    return ""
+
+
+def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
+    opening = _OPEN.match(text)
+    if not opening:
+        return {}, 0, 1
+    closing = _CLOSE.search(text, opening.end())
+    if not closing:
+        raise FrontmatterError(
+            "frontmatter opened with '---' on line 1 is never closed",
+            source=source,
+            line=1,
+            hint="end the frontmatter with a line holding only '---'",
+        )
+    block = text[opening.end() : closing.start()]
+    try:
+        loaded = yaml.safe_load(block)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source) from exc
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise FrontmatterError(
+            f"frontmatter must be a mapping of fields, got a {type(loaded).__name__}",
+            source=source,
+            line=2,
+            hint="write 'title: ...', 'keywords: [...]', 'summary: ...' lines",
+        )
+    body_offset = closing.end()
+    if text[body_offset : body_offset + 2] == "\r\n":
+        body_offset += 2
+    elif text[body_offset : body_offset + 1] == "\n":
+        body_offset += 1
+    body_line = text.count("\n", 0, body_offset) + 1
+    return {str(k): _jsonable(v) for k, v in loaded.items()}, body_offset, body_line
+
+
+def _yaml_error(exc: yaml.YAMLError, source: str) -> FrontmatterError:
+    # Lines are counted in the file: +1 for 1-based, +1 for the opening '---'.
+    problem_mark = getattr(exc, "problem_mark", None)
+    context_mark = getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    detail = problem
+    line = problem_mark.line + 2 if problem_mark is not None else 1
+    if context and context_mark is not None and context_mark.line != getattr(problem_mark, "line", None):
+        # the construct left open (an unclosed '[' or quote) is where the fix belongs
+        detail = f"{context} opened on line {context_mark.line + 2}: {problem} on line {line}"
+        line = context_mark.line + 2
+    return FrontmatterError(
+        f"malformed YAML frontmatter: {detail}",
+        source=source,
+        line=line,
+        hint="check quoting, brackets and indentation on that line",
+    )
+
+
+def _text_field(fields: dict[str, Any], name: str, source: str) -> str:
+    value = fields.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        raise FrontmatterError(
+            f"field '{name}' must be text, got a {'mapping' if isinstance(value, dict) else 'list'}",
+            source=source,
+            hint=f"write '{name}: some text'",
+        )
+    return " ".join(str(value).split())
+
+
+def _keywords(value: Any, source: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = _KEYWORD_SPLIT.split(value)
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise FrontmatterError(
+            f"field 'keywords' must be a list or a comma-separated string, "
+            f"got {type(value).__name__} {value!r}",
+            source=source,
+            hint="write 'keywords: [ERR_TIMEOUT, 超时]' or 'keywords: ERR_TIMEOUT, 超时'",
+        )
+    seen: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, (dict, list)):
+            raise FrontmatterError(
+                f"every keyword must be plain text, got {item!r}", source=source
+            )
+        word = " ".join(str(item).split()) if item is not None else ""
+        if word and word.casefold() not in seen:
+            seen[word.casefold()] = word
+    return tuple(seen.values())
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value
+
+
+def _is_blank(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, list, tuple)) and not any(
+        str(v).strip() for v in ([value] if isinstance(value, str) else value)
+    ))
+
+
+def _first_h1(body: str) -> str:
+    in_fence = False
+    for line in body.splitlines():
+        if re.match(r" {0,3}(`{3,}|~{3,})", line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            match = _ATX_H1.match(line)
+            if match:
+                return match.group(1).strip()
+    return ""
+
+
+def _stem(file_name: str) -> str:
+    stem = file_name.rsplit("/", 1)[-1]
+    return stem.rsplit(".", 1)[0] if "." in stem else stem

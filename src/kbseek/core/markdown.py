@@ -1,0 +1,306 @@
+"""Heading-aware, fence-aware Markdown chunking with breadcrumbs and section anchors.
+
+Every chunk is an exact slice of the file text, so offsets and line ranges point at the original.
+Sections run from one heading to the next; a section holding nothing but its heading is merged
+into the deeper section that follows (so no chunk is a bare heading when content exists). Long
+sections are packed from blocks (paragraphs, fenced code, tables) up to ``chunk_size``
+characters; a block larger than that is split at sentence ends (。！？；.!?; and newlines), code
+and tables at line ends, and only as a last resort inside a line. Consecutive pieces of one
+section share up to ``overlap`` characters of prose (never code), and no chunk exceeds
+``chunk_size``. The union of the chunks' spans is the whole body, except a body that is
+whitespace only, which yields no chunk.
+
+The heading stack pops every heading of the same or a deeper level before pushing a new one,
+which, unlike the seeds' size-based stack, stays right when levels are skipped (H1 → H3 → H3).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from kbseek.core.ids import AnchorAllocator, chunk_id, sha256_hex
+from kbseek.core.models import Chunk, Section
+
+BREADCRUMB_SEPARATOR = " > "
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_NOT_PARAGRAPH = re.compile(r"^(?: {4,}|\t| {0,3}(?:[>|<]|[-*+][ \t]|\d{1,9}[.)][ \t]))")
+_TABLE_LINE = re.compile(r"^ {0,3}\|")
+_INLINE_MARKUP = re.compile(r"\*\*|__|`|~~|<[^>]+>")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_SENTENCE_END = re.compile(r"(?:[。！？；!?;][”’」』）)\]]*|\.(?=\s)|\n)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Heading:
+    level: int
+    text: str
+    start: int  # offset of the heading's first line
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    start: int
+    end: int
+    kind: str  # "text" | "code" | "table"
+
+
+def normalize_heading(raw: str) -> str:
+    """Heading text as breadcrumbs and judgments use it: markup removed, whitespace collapsed.
+
+    >>> normalize_heading("  **步骤2**:  查询 `system` 日志  ")
+    '步骤2: 查询 system 日志'
+    """
+    text = _LINK.sub(r"\1", raw)
+    text = _INLINE_MARKUP.sub("", text)
+    return " ".join(text.split())
+
+
+def make_breadcrumb(title: str, headings: tuple[tuple[int, str], ...]) -> str:
+    """Heading path joined with `` > ``, led by the document title when no H1 is on the stack.
+
+    >>> make_breadcrumb("T", ((1, "支付网关错误码定义"), (2, "超时类错误"), (3, "ERR_TIMEOUT")))
+    '支付网关错误码定义 > 超时类错误 > ERR_TIMEOUT'
+    >>> make_breadcrumb("Disk runbook", ((2, "Mitigation"),))
+    'Disk runbook > Mitigation'
+    """
+    names = [heading for _, heading in headings]
+    if not headings or headings[0][0] != 1:
+        names.insert(0, title)
+    return BREADCRUMB_SEPARATOR.join(names)
+
+
+def find_sections(text: str, body_offset: int = 0) -> list[Section]:
+    """Split the body into sections, the preamble (level 0) first when it is not blank."""
+    headings = _find_headings(text, body_offset)
+    anchors = AnchorAllocator()
+    sections: list[Section] = []
+    first = headings[0].start if headings else len(text)
+    if text[body_offset:first].strip() or not headings:
+        sections.append(Section(0, "", (), "", body_offset, first))
+    stack: list[tuple[int, str]] = []
+    for i, heading in enumerate(headings):
+        while stack and stack[-1][0] >= heading.level:
+            stack.pop()
+        stack.append((heading.level, heading.text))
+        # a blank preamble is folded into the first section, so spans cover the whole body
+        start = body_offset if i == 0 and not sections else heading.start
+        end = headings[i + 1].start if i + 1 < len(headings) else len(text)
+        sections.append(
+            Section(heading.level, heading.text, tuple(stack), anchors.allocate(heading.text),
+                    start, end)
+        )
+    return sections
+
+
+def chunk_document(
+    text: str,
+    *,
+    body_offset: int,
+    path: str,
+    document_id: str,
+    title: str,
+    category: str,
+    chunk_size: int = 800,
+    overlap: int = 100,
+) -> tuple[list[Section], list[Chunk]]:
+    """Sections and chunks of one document; see the module docstring for the rules."""
+    sections = find_sections(text, body_offset)
+    if not text[body_offset:].strip():
+        return sections, []
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    drafts: list[tuple[Section, int, int, int]] = []  # section, start, end, overlap
+    for group_start, section in _merge_bare_headings(text, sections):
+        pieces = _pack(text, _blocks(text, group_start, section.end), chunk_size)
+        previous: tuple[int, int, str] | None = None
+        for start, end, last_kind in pieces:
+            lead = 0
+            if previous is not None and previous[2] == "text":
+                lead = _overlap_start(text, previous[0], previous[1], min(overlap, chunk_size - (end - start)))
+            drafts.append((section, start - lead, end, lead))
+            previous = (start, end, last_kind)
+    chunks = []
+    for index, (section, start, end, lead) in enumerate(drafts):
+        piece = text[start:end]
+        digest = sha256_hex(piece)
+        chunks.append(
+            Chunk(
+                id=chunk_id(path, index, digest),
+                document_id=document_id,
+                index=index,
+                total=len(drafts),
+                title=title,
+                breadcrumb=make_breadcrumb(title, section.headings),
+                headings=section.headings,
+                anchor=section.anchor,
+                category=category,
+                source_path=path,
+                text=piece,
+                content_hash=digest,
+                start=start,
+                end=end,
+                line_start=bisect.bisect_right(line_starts, start),
+                line_end=bisect.bisect_right(line_starts, max(start, end - 1)),
+                overlap=lead,
+            )
+        )
+    return sections, chunks
+
+
+def _find_headings(text: str, body_offset: int) -> list[_Heading]:
+    headings: list[_Heading] = []
+    fence: str | None = None
+    paragraph_start: int | None = None  # offset of the first line of the open paragraph
+    paragraph_lines: list[str] = []
+    position = body_offset
+    for line in text[body_offset:].splitlines(keepends=True):
+        start, position = position, position + len(line)
+        content = line.rstrip("\r\n")
+        if fence is not None:
+            if re.match(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", content):
+                fence = None
+            continue
+        opening = _FENCE_OPEN.match(content)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence, paragraph_start = opening.group(1), None
+            continue
+        atx = _ATX.match(content)
+        if atx and atx.group(2) and normalize_heading(atx.group(2)):
+            headings.append(_Heading(len(atx.group(1)), normalize_heading(atx.group(2)), start))
+            paragraph_start = None
+            continue
+        if paragraph_start is not None and _SETEXT.match(content):
+            heading = normalize_heading(" ".join(paragraph_lines))
+            if heading:
+                level = 1 if content.strip()[0] == "=" else 2
+                headings.append(_Heading(level, heading, paragraph_start))
+            paragraph_start = None
+            continue
+        if not content.strip() or _NOT_PARAGRAPH.match(content):
+            paragraph_start = None
+        elif paragraph_start is None:
+            paragraph_start, paragraph_lines = start, [content]
+        else:
+            paragraph_lines.append(content)
+    return headings
+
+
+def _merge_bare_headings(text: str, sections: list[Section]) -> list[tuple[int, Section]]:
+    """Pair each section with where its chunks start: bare headings before it join it."""
+    groups: list[tuple[int, Section]] = []
+    pending: int | None = None
+    for i, section in enumerate(sections):
+        start = section.start if pending is None else pending
+        following = sections[i + 1] if i + 1 < len(sections) else None
+        if following is not None and following.level > section.level and _is_bare(text, section):
+            pending = start
+            continue
+        groups.append((start, section))
+        pending = None
+    return groups
+
+
+def _is_bare(text: str, section: Section) -> bool:
+    body = text[section.start : section.end]
+    if section.level == 0:
+        return not body.strip()
+    lines = body.splitlines()
+    rest = lines[1:]
+    if lines and _SETEXT.match(lines[1] if len(lines) > 1 else "") and not _ATX.match(lines[0]):
+        rest = lines[2:]
+    return not "".join(rest).strip()
+
+
+def _blocks(text: str, start: int, end: int) -> list[_Block]:
+    """Contiguous blocks covering [start, end); blank lines stick to the block before them."""
+    blocks: list[_Block] = []
+    fence: str | None = None
+    position = start
+    for line in text[start:end].splitlines(keepends=True):
+        line_start, position = position, position + len(line)
+        content = line.rstrip("\r\n")
+        if fence is not None:
+            blocks[-1] = _Block(blocks[-1].start, position, "code")
+            if re.match(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", content):
+                fence = None
+            continue
+        opening = _FENCE_OPEN.match(content)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence = opening.group(1)
+            blocks.append(_Block(line_start, position, "code"))
+            continue
+        kind = "table" if _TABLE_LINE.match(content) else "text"
+        if not content.strip():
+            if blocks:
+                blocks[-1] = _Block(blocks[-1].start, position, blocks[-1].kind)
+            else:
+                blocks.append(_Block(line_start, position, "text"))
+            continue
+        previous = blocks[-1] if blocks else None
+        continues = (
+            previous is not None
+            and previous.kind == kind
+            and not text[previous.start : previous.end].endswith(("\n\n", "\n\r\n"))
+            and previous.kind != "code"
+        )
+        if continues:
+            blocks[-1] = _Block(previous.start, position, kind)
+        else:
+            blocks.append(_Block(line_start, position, kind))
+    if blocks and blocks[-1].end < end:  # no trailing newline handled by splitlines already
+        blocks[-1] = _Block(blocks[-1].start, end, blocks[-1].kind)
+    return blocks
+
+
+def _pack(text: str, blocks: list[_Block], limit: int) -> list[tuple[int, int, str]]:
+    """Greedy packing of blocks into pieces of at most ``limit`` characters."""
+    pieces: list[tuple[int, int, str]] = []
+    current: tuple[int, int, str] | None = None
+    for block in blocks:
+        units = [block] if block.end - block.start <= limit else _split_block(text, block, limit)
+        for unit in units:
+            if current is not None and unit.end - current[0] <= limit:
+                current = (current[0], unit.end, unit.kind)
+                continue
+            if current is not None:
+                pieces.append(current)
+            current = (unit.start, unit.end, unit.kind)
+    if current is not None:
+        pieces.append(current)
+    return pieces
+
+
+def _split_block(text: str, block: _Block, limit: int) -> list[_Block]:
+    """Sentences (prose) or lines (code, tables), then hard cuts for what is still too long."""
+    if block.kind == "text":
+        cuts = [m.end() + block.start for m in _SENTENCE_END.finditer(text, block.start, block.end)]
+    else:
+        cuts = [m.end() for m in re.finditer("\n", text[: block.end]) if m.end() > block.start]
+    bounds = sorted({block.start, *[c for c in cuts if block.start < c < block.end], block.end})
+    units: list[_Block] = []
+    for left, right in zip(bounds, bounds[1:]):
+        while right - left > limit:
+            units.append(_Block(left, left + limit, block.kind))
+            left += limit
+        if right > left:
+            units.append(_Block(left, right, block.kind))
+    return units
+
+
+def _overlap_start(text: str, start: int, end: int, budget: int) -> int:
+    """How many trailing characters of ``text[start:end]`` to repeat: a whole sentence if one fits."""
+    if budget <= 0:
+        return 0
+    window_start = max(start, end - budget)
+    window = text[window_start:end]
+    for match in _SENTENCE_END.finditer(window):
+        if match.end() < len(window) and window[match.end():].strip():
+            return len(window) - match.end()
+    space = window.find(" ")
+    if 0 <= space < len(window) - 1:
+        return len(window) - space - 1
+    return len(window)

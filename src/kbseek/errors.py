@@ -1,0 +1,71 @@
+"""One error tree for every edge: messages say what was wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+
+class KbseekError(Exception):
+    """Base of every error kbseek raises on purpose.
+
+    ``code`` is stable and machine-readable (the REST API and ``--json`` outputs carry it);
+    ``hint`` tells a person what to do next.
+
+    >>> str(KbseekError("boom", hint="try again"))
+    'boom (hint: try again)'
+    """
+
+    code = "kbseek_error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+
+class ConfigError(KbseekError):
+    """A setting has a bad value."""
+
+    code = "config_error"
+
+
+class DocumentError(KbseekError):
+    """A document cannot be ingested: bad encoding, size, frontmatter or path.
+
+    ``source`` names the file (or upload name); ``line`` is 1-based when known.
+    """
+
+    code = "document_error"
+
+    def __init__(
+        self, message: str, *, source: str, line: int | None = None, hint: str | None = None
+    ) -> None:
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {message}", hint=hint)
+        self.source = source
+        self.line = line
+
+
+class FrontmatterError(DocumentError):
+    """The YAML frontmatter is malformed or of the wrong shape."""
+
+    code = "frontmatter_error"
+
+
+class UnsafePathError(KbseekError):
+    """A document path or category could escape the knowledge base or is not printable."""
+
+    code = "unsafe_path"
+
+
+class NotFoundError(KbseekError):
+    """The named document (or other object) does not exist."""
+
+    code = "not_found"
+
+
+class StorageError(KbseekError):
+    """The database or the file store failed; nothing half-written was kept."""
+
+    code = "storage_error"

@@ -1,0 +1,108 @@
+"""Settings: the only module that reads environment variables (``KBSEEK_*``) or config files.
+
+Precedence, highest first: keyword arguments, ``KBSEEK_*`` environment variables, the TOML file
+(``KBSEEK_CONFIG`` or ``./kbseek.toml`` when present), defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+def _config_file() -> Path | None:
+    explicit = os.environ.get("KBSEEK_CONFIG")
+    if explicit:
+        return Path(explicit)
+    default = Path("kbseek.toml")
+    return default if default.is_file() else None
+
+
+class Settings(BaseSettings):
+    """Every knob of kbseek, validated once.
+
+    >>> Settings(home="/tmp/kb").database_url
+    'sqlite:////tmp/kb/kbseek.db'
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KBSEEK_", extra="forbid", validate_default=True)
+
+    home: Path = Field(default=Path(".kbseek"), description="Data home: database, knowledge_base/")
+    database_url: str = Field(default="", description="SQLAlchemy URL; empty = SQLite in home")
+    chunk_size: int = Field(default=800, ge=100, le=20_000, description="Max characters per chunk")
+    chunk_overlap: int = Field(default=100, ge=0, description="Characters repeated between chunks")
+    max_file_bytes: int = Field(default=2_000_000, ge=1, description="Larger files are refused")
+    scan_dirs: list[Path] = Field(
+        default_factory=list, description="Folders synced (by content hash) at start-up"
+    )
+    scan_prune: bool = Field(default=False, description="Prune vanished files of scan_dirs")
+    fsync: bool = Field(default=True, description="fsync stored originals before renaming")
+    log_level: str = Field(default="WARNING")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        allowed = ("DEBUG", "INFO", "WARNING", "ERROR")
+        if value.upper() not in allowed:
+            raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
+        return value.upper()
+
+    @model_validator(mode="after")
+    def _derive(self) -> "Settings":
+        if self.chunk_overlap >= self.chunk_size // 2:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be under half of chunk_size "
+                f"({self.chunk_size})"
+            )
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.home / 'kbseek.db'}"
+        return self
+
+    @property
+    def knowledge_base_dir(self) -> Path:
+        """Where stored originals live: ``<home>/knowledge_base/<document path>``."""
+        return self.home / "knowledge_base"
+
+    @property
+    def orphan_dir(self) -> Path:
+        """Where start-up repair moves files the database does not know (nothing is deleted)."""
+        return self.home / "orphaned"
+
+    def describe(self) -> dict[str, Any]:
+        """Settings as plain JSON-able values, with secrets masked."""
+        data = self.model_dump(mode="json")
+        data["database_url"] = _mask_password(self.database_url)
+        return data
+
+
+def _mask_password(url: str) -> str:
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
