@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import document_id, sha256_hex
-from kbseek.core.markdown import chunk_document
+from kbseek.core.markdown import chunk_document, unclosed_fence_line
 from kbseek.core.models import ParsedDocument
 from kbseek.core.paths import category_for, safe_document_path
 from kbseek.errors import DocumentError
@@ -78,6 +78,8 @@ def parse_document(
     path = safe_document_path(path)
     source = source or path
     text = decode_markdown(data, source=source, max_bytes=config.max_file_bytes)
+    if not text.strip():
+        raise DocumentError("file is empty", source=source, hint="write a title and some content")
     file_name = path.rsplit("/", 1)[-1]
     fm = parse_frontmatter(text, source=source, file_name=file_name)
     resolved_category = category_for(path, fm.category, category)
@@ -97,6 +99,11 @@ def parse_document(
         warnings.append(
             f"{source}: frontmatter is missing required field(s) {', '.join(fm.missing)}; "
             f"stored and searchable by content, title from {fm.title_source}"
+        )
+    fence_line = unclosed_fence_line(text, fm.body_offset)
+    if fence_line is not None:
+        warnings.append(
+            f"{source}:{fence_line}: code fence is never closed; the rest of the file is treated as code"
         )
     if not chunks:
         warnings.append(f"{source}: document has no body text; only its metadata is searchable")

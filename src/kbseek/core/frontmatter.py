@@ -36,21 +36,22 @@ def parse_frontmatter(text: str, *, source: str, file_name: str) -> Frontmatter:
     body = text[body_offset:]
     missing = tuple(name for name in REQUIRED if _is_blank(fields.get(name)))
 
-    title = _text_field(fields, "title", source)
+    lines = _field_lines(text[:body_offset])
+    title = _text_field(fields, "title", source, lines)
     title_source = "frontmatter"
     if not title:
         title, title_source = _first_h1(body), "h1"
         if not title:
             title, title_source = _stem(file_name), "filename"
 
-    summary = _text_field(fields, "summary", source)
+    summary = _text_field(fields, "summary", source, lines)
     summary_source = "frontmatter"
     if not summary:
         summary = first_meaningful_line(body)
         summary_source = "first_line" if summary else "none"
 
-    category = _text_field(fields, "category", source) or None
-    keywords = _keywords(fields.get("keywords"), source)
+    category = _text_field(fields, "category", source, lines) or None
+    keywords = _keywords(fields.get("keywords"), source, lines.get("keywords"))
     for name in ("version", "author"):
         if name in fields and fields[name] is not None:
             fields[name] = str(fields[name])
@@ -144,7 +145,17 @@ def _yaml_error(exc: yaml.YAMLError, source: str) -> FrontmatterError:
     )
 
 
-def _text_field(fields: dict[str, Any], name: str, source: str) -> str:
+def _field_lines(block: str) -> dict[str, int]:
+    """1-based file line of each top-level field in the frontmatter block."""
+    lines: dict[str, int] = {}
+    for number, line in enumerate(block.splitlines(), 1):
+        match = re.match(r"^([^\s#:][^:]*):", line)
+        if match and number > 1:
+            lines.setdefault(match.group(1).strip().strip("'\""), number)
+    return lines
+
+
+def _text_field(fields: dict[str, Any], name: str, source: str, lines: dict[str, int]) -> str:
     value = fields.get(name)
     if value is None:
         return ""
@@ -152,12 +163,13 @@ def _text_field(fields: dict[str, Any], name: str, source: str) -> str:
         raise FrontmatterError(
             f"field '{name}' must be text, got a {'mapping' if isinstance(value, dict) else 'list'}",
             source=source,
+            line=lines.get(name),
             hint=f"write '{name}: some text'",
         )
     return " ".join(str(value).split())
 
 
-def _keywords(value: Any, source: str) -> tuple[str, ...]:
+def _keywords(value: Any, source: str, line: int | None) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -169,13 +181,14 @@ def _keywords(value: Any, source: str) -> tuple[str, ...]:
             f"field 'keywords' must be a list or a comma-separated string, "
             f"got {type(value).__name__} {value!r}",
             source=source,
+            line=line,
             hint="write 'keywords: [ERR_TIMEOUT, 超时]' or 'keywords: ERR_TIMEOUT, 超时'",
         )
     seen: dict[str, str] = {}
     for item in items:
         if isinstance(item, (dict, list)):
             raise FrontmatterError(
-                f"every keyword must be plain text, got {item!r}", source=source
+                f"every keyword must be plain text, got {item!r}", source=source, line=line
             )
         word = " ".join(str(item).split()) if item is not None else ""
         if word and word.casefold() not in seen:

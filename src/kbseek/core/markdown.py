@@ -32,6 +32,7 @@ _NOT_PARAGRAPH = re.compile(r"^(?: {4,}|\t| {0,3}(?:[>|<]|[-*+][ \t]|\d{1,9}[.)]
 _TABLE_LINE = re.compile(r"^ {0,3}\|")
 _INLINE_MARKUP = re.compile(r"\*\*|__|`|~~|<[^>]+>")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_NEWLINE = re.compile("\n")
 _SENTENCE_END = re.compile(r"(?:[。！？；!?;][”’」』）)\]]*|\.(?=\s)|\n)")
 
 
@@ -151,8 +152,20 @@ def chunk_document(
     return sections, chunks
 
 
+def unclosed_fence_line(text: str, body_offset: int = 0) -> int | None:
+    """1-based line of a code fence that is never closed (the rest of the file is then code)."""
+    _, fence_start = _scan(text, body_offset)
+    return None if fence_start is None else text.count("\n", 0, fence_start) + 1
+
+
 def _find_headings(text: str, body_offset: int) -> list[_Heading]:
+    return _scan(text, body_offset)[0]
+
+
+def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
+    """Headings outside code fences, and where a never-closed fence opened (if one did)."""
     headings: list[_Heading] = []
+    fence_start = 0
     fence: str | None = None
     paragraph_start: int | None = None  # offset of the first line of the open paragraph
     paragraph_lines: list[str] = []
@@ -166,7 +179,7 @@ def _find_headings(text: str, body_offset: int) -> list[_Heading]:
             continue
         opening = _FENCE_OPEN.match(content)
         if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence, paragraph_start = opening.group(1), None
+            fence, paragraph_start, fence_start = opening.group(1), None, start
             continue
         atx = _ATX.match(content)
         if atx and atx.group(2) and normalize_heading(atx.group(2)):
@@ -186,7 +199,7 @@ def _find_headings(text: str, body_offset: int) -> list[_Heading]:
             paragraph_start, paragraph_lines = start, [content]
         else:
             paragraph_lines.append(content)
-    return headings
+    return headings, (fence_start if fence is not None else None)
 
 
 def _merge_bare_headings(text: str, sections: list[Section]) -> list[tuple[int, Section]]:
@@ -277,9 +290,9 @@ def _pack(text: str, blocks: list[_Block], limit: int) -> list[tuple[int, int, s
 def _split_block(text: str, block: _Block, limit: int) -> list[_Block]:
     """Sentences (prose) or lines (code, tables), then hard cuts for what is still too long."""
     if block.kind == "text":
-        cuts = [m.end() + block.start for m in _SENTENCE_END.finditer(text, block.start, block.end)]
+        cuts = [m.end() for m in _SENTENCE_END.finditer(text, block.start, block.end)]
     else:
-        cuts = [m.end() for m in re.finditer("\n", text[: block.end]) if m.end() > block.start]
+        cuts = [m.end() for m in _NEWLINE.finditer(text, block.start, block.end)]
     bounds = sorted({block.start, *[c for c in cuts if block.start < c < block.end], block.end})
     units: list[_Block] = []
     for left, right in zip(bounds, bounds[1:]):

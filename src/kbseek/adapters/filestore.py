@@ -1,0 +1,102 @@
+"""Originals on disk under ``knowledge_base/<document path>``, written atomically."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from kbseek.core.paths import safe_document_path
+from kbseek.errors import StorageError, UnsafePathError
+
+TEMP_SUFFIX = ".kbseek-tmp"
+
+
+class FileStore:
+    """A folder of Markdown originals; every write is temp file + fsync + rename."""
+
+    def __init__(self, root: Path, *, fsync: bool = True) -> None:
+        self.root = root
+        self.fsync = fsync
+
+    def _resolve(self, path: str) -> Path:
+        target = self.root / safe_document_path(path)
+        root = self.root.resolve()
+        if not target.resolve().is_relative_to(root):  # a symlinked folder must not lead out
+            raise UnsafePathError(f"document path {path!r} leads outside the knowledge base")
+        return target
+
+    def write(self, path: str, data: bytes) -> None:
+        target = self._resolve(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=TEMP_SUFFIX)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    if self.fsync:
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                os.replace(temp, target)
+            except BaseException:
+                Path(temp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise StorageError(f"could not write the original of {path}: {exc}") from exc
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            return self._resolve(path).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def delete(self, path: str) -> bool:
+        target = self._resolve(path)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            return False
+        self._prune_empty_parents(target.parent)
+        return True
+
+    def move_out(self, path: str, destination: Path) -> Path:
+        """Move a stored file to ``destination/<path>`` (never overwriting); returns the new place."""
+        source = self._resolve(path)
+        target = destination / path
+        counter = 0
+        while target.exists():
+            counter += 1
+            target = destination / f"{path}.{counter}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, target)
+        self._prune_empty_parents(source.parent)
+        return target
+
+    def paths(self) -> Iterator[str]:
+        """Relative POSIX paths of every stored file (temp files excluded)."""
+        if not self.root.is_dir():
+            return
+        for folder, dirs, files in os.walk(self.root):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith(TEMP_SUFFIX):
+                    continue
+                yield Path(folder, name).relative_to(self.root).as_posix()
+
+    def remove_temp_files(self) -> int:
+        removed = 0
+        if self.root.is_dir():
+            for temp in self.root.rglob(f"*{TEMP_SUFFIX}"):
+                temp.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    def _prune_empty_parents(self, folder: Path) -> None:
+        root = self.root.resolve()
+        while folder.resolve() != root and folder.resolve().is_relative_to(root):
+            try:
+                folder.rmdir()
+            except OSError:
+                return
+            folder = folder.parent

@@ -1,0 +1,241 @@
+"""The ``kbseek`` command line: verbs for people, ``--json`` for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from kbseek.errors import KbseekError
+from kbseek.interfaces.views import document_view
+from kbseek.logs import configure_logging
+from kbseek.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="kbseek: knowledge retrieval for AIOps agents.")
+docs_app = typer.Typer(no_args_is_help=True, help="List, show, delete and lint stored documents.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema migrations.")
+app.add_typer(docs_app, name="docs")
+app.add_typer(db_app, name="db")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (see schemas/).")]
+
+
+class _State:
+    home: Optional[Path] = None
+    verbose: int = 0
+
+
+@app.callback()
+def _main(
+    home: Annotated[Optional[Path], typer.Option(help="Data home (default: KBSEEK_HOME or ./.kbseek).")] = None,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug logs.")] = 0,
+) -> None:
+    _State.home, _State.verbose = home, verbose
+
+
+def _settings() -> Settings:
+    overrides: dict[str, Any] = {"home": _State.home} if _State.home else {}
+    if _State.verbose:
+        overrides["log_level"] = "DEBUG" if _State.verbose > 1 else "INFO"
+    settings = Settings(**overrides)
+    configure_logging(settings.log_level)
+    return settings
+
+
+@contextmanager
+def _errors(as_json: bool) -> Iterator[None]:
+    """Map kbseek errors to a message with a hint (or a JSON error) and exit code 2."""
+    try:
+        yield
+    except KbseekError as exc:
+        if as_json:
+            print(json.dumps({"error": {"code": exc.code, "message": exc.message, "hint": exc.hint}}, ensure_ascii=False))
+        else:
+            err.print(f"[red]error:[/red] {exc.message}" + (f"\n[dim]hint: {exc.hint}[/dim]" if exc.hint else ""), highlight=False)
+        raise typer.Exit(2) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = f"setting {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+        if as_json:
+            print(json.dumps({"error": {"code": "config_error", "message": message, "hint": None}}, ensure_ascii=False))
+        else:
+            err.print(f"[red]error:[/red] {message}", highlight=False)
+        raise typer.Exit(2) from exc
+
+
+def _open() -> Any:
+    from kbseek.service import KnowledgeBase
+
+    return KnowledgeBase.open(_settings())
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Markdown files and folders.")],
+    category: Annotated[Optional[str], typer.Option(help="Category for every document (overrides frontmatter).")] = None,
+    prune: Annotated[bool, typer.Option(help="Delete documents whose files vanished from the ingested folders.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Ingest Markdown files and folders; unchanged files are skipped by content hash."""
+    with _errors(as_json):
+        kb = _open()
+        show_progress = not as_json and err.is_terminal
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=err, disable=not show_progress, transient=True) as progress:
+            task = progress.add_task("ingesting", total=None)
+
+            def on_file(report: Any, done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total, description=f"{report.status:9} {report.path or report.source}")
+
+            report = kb.ingest(paths, category=category, prune=prune, on_file=on_file)
+        if as_json:
+            _print_json(report.to_dict())
+        else:
+            _print_ingest(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _print_ingest(report: Any) -> None:
+    styles = {"failed": "red", "added": "green", "updated": "yellow"}
+    for f in report.files:
+        if f.status == "unchanged":
+            continue
+        style = styles.get(f.status, "white")
+        detail = f" ({f.chunks} chunks)" if f.status != "failed" else ""
+        out.print(f"[{style}]{f.status:8}[/{style}] {f.path or f.source}{detail}", highlight=False)
+        if f.reason:
+            out.print(f"         [red]{f.reason}[/red]", highlight=False)
+        for warning in f.warnings:
+            out.print(f"         [yellow]warning:[/yellow] {warning}", highlight=False)
+    for path in report.pruned:
+        out.print(f"[yellow]deleted[/yellow] {path} (file vanished)", highlight=False)
+    for why in report.prune_skipped:
+        out.print(f"[red]prune skipped[/red] {why}: the folder was not read completely", highlight=False)
+    for lint in report.lint:
+        out.print(f"[yellow]lint:[/yellow] {lint['message']}", highlight=False)
+    counts = ", ".join(f"{n} {status}" for status, n in report.counts.items())
+    out.print(f"{counts} in {report.duration_ms / 1000:.2f}s", highlight=False)
+
+
+@docs_app.command("list")
+def docs_list(
+    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many.")] = None,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many.")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """List stored documents."""
+    with _errors(as_json):
+        docs = _open().list_documents(category=category, limit=limit, offset=offset)
+        if as_json:
+            _print_json([document_view(d) for d in docs])
+            return
+        table = Table("path", "category", "title", "chunks", "keywords", box=None, highlight=False)
+        for d in docs:
+            warn = " [yellow]![/yellow]" if d.warnings else ""
+            table.add_row(d.path + warn, d.category, d.title, str(d.chunk_count), ", ".join(d.keywords))
+        out.print(table)
+        out.print(f"{len(docs)} document(s)", highlight=False)
+
+
+@docs_app.command("show")
+def docs_show(
+    path: Annotated[str, typer.Argument(help="Document path (or id).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one document: metadata, warnings, sections and chunks with breadcrumbs."""
+    with _errors(as_json):
+        doc = _open().get_document(path)
+        if as_json:
+            _print_json(document_view(doc, with_chunks=True))
+            return
+        out.print(f"[bold]{doc.title}[/bold]  ({doc.path}, {doc.category}, id {doc.id})", highlight=False)
+        out.print(f"summary: {doc.summary}\nkeywords: {', '.join(doc.keywords) or '-'}", highlight=False)
+        for warning in doc.warnings:
+            out.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        for c in doc.chunks:
+            preview = " ".join(c.text.split())[:80]
+            out.print(f"[cyan]#{c.index}[/cyan] L{c.line_start}-{c.line_end} [dim]{c.breadcrumb}[/dim]\n    {preview}", highlight=False)
+
+
+@docs_app.command("delete")
+def docs_delete(
+    path: Annotated[str, typer.Argument(help="Document path.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Delete a document: rows, indexes and its stored original."""
+    with _errors(as_json):
+        _open().delete(path)
+        if as_json:
+            _print_json({"deleted": path})
+        else:
+            out.print(f"deleted {path}", highlight=False)
+
+
+@docs_app.command("lint")
+def docs_lint(as_json: JsonFlag = False) -> None:
+    """Report keywords that several documents share."""
+    with _errors(as_json):
+        lint = _open().lint()
+        if as_json:
+            _print_json(lint)
+            return
+        for item in lint:
+            out.print(f"[yellow]lint:[/yellow] {item['message']}", highlight=False)
+        out.print(f"{len(lint)} shared keyword(s)", highlight=False)
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
+    """Apply migrations up to REVISION (default: the newest)."""
+    from kbseek.adapters.sql import migrate
+    from kbseek.adapters.sql.engine import make_engine
+
+    with _errors(False):
+        settings = _settings()
+        now = migrate.upgrade(make_engine(settings.database_url), revision)
+        out.print(f"database at revision {now}", highlight=False)
+
+
+@db_app.command("current")
+def db_current(as_json: JsonFlag = False) -> None:
+    """Show the schema revision of the database and the newest one known."""
+    from kbseek.adapters.sql import migrate
+    from kbseek.adapters.sql.engine import make_engine
+
+    with _errors(as_json):
+        settings = _settings()
+        info = {
+            "current": migrate.current(make_engine(settings.database_url)),
+            "head": migrate.head(),
+            "database_url": settings.describe()["database_url"],
+        }
+        info["up_to_date"] = info["current"] == info["head"]
+        if as_json:
+            _print_json(info)
+        else:
+            state = "up to date" if info["up_to_date"] else "needs 'kbseek db upgrade'"
+            out.print(f"{info['database_url']}: revision {info['current']} (head {info['head']}, {state})", highlight=False)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""``KnowledgeBase``: the one object every edge (CLI, REST, MCP) talks to."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kbseek.adapters.filestore import FileStore
+from kbseek.adapters.sql import migrate
+from kbseek.adapters.sql.engine import make_engine
+from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
+from kbseek.core.frontmatter import parse_frontmatter
+from kbseek.core.ids import sha256_hex
+from kbseek.core.models import StoredDocument
+from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
+from kbseek.errors import KbseekError, NotFoundError
+from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
+from kbseek.logs import request_scope
+from kbseek.settings import Settings
+
+log = logging.getLogger("kbseek")
+ProgressCallback = Callable[[FileReport, int, int], None]
+
+
+class KnowledgeBase:
+    """Ingest, manage and (in later layers) search one knowledge base.
+
+    >>> import tempfile
+    >>> kb = KnowledgeBase.open(Settings(home=tempfile.mkdtemp()))
+    >>> kb.upload(b"---\\ntitle: T\\nkeywords: [k]\\nsummary: S\\n---\\n# T\\n\\nbody", "t.md").status
+    'added'
+    >>> [d.path for d in kb.list_documents()]
+    ['general/t.md']
+    """
+
+    def __init__(self, settings: Settings, repository: SqlRepository, files: FileStore) -> None:
+        self.settings = settings
+        self.repository = repository
+        self.files = files
+        self.chunking = ChunkingConfig(
+            chunk_size=settings.chunk_size,
+            overlap=settings.chunk_overlap,
+            max_file_bytes=settings.max_file_bytes,
+        )
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, *, migrate_schema: bool = True) -> "KnowledgeBase":
+        """Connect, migrate, repair drift between the database and the file store, sync scan dirs."""
+        settings = settings or Settings()
+        with request_scope() as request_id:
+            started = time.perf_counter()
+            engine = make_engine(settings.database_url)
+            if migrate_schema:
+                migrate.upgrade(engine)
+            kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
+            repaired = kb.repair()
+            if settings.scan_dirs:
+                report = kb.ingest(list(settings.scan_dirs), prune=settings.scan_prune)
+                for file in report.files:
+                    for warning in file.warnings:
+                        log.warning("scan: %s", warning)
+                    if file.status == "failed":
+                        log.warning("scan: %s failed: %s", file.source, file.reason)
+            log.info(
+                "knowledge base ready: documents=%d chunks=%d repaired=%s time=%.0fms (request %s)",
+                kb.repository.count(),
+                kb.repository.chunk_count(),
+                repaired,
+                (time.perf_counter() - started) * 1000,
+                request_id,
+            )
+            return kb
+
+    def close(self) -> None:
+        self.repository.engine.dispose()
+
+    def __enter__(self) -> "KnowledgeBase":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ingestion -----------------------------------------------------------------------
+
+    def ingest(
+        self,
+        inputs: list[Path],
+        *,
+        category: str | None = None,
+        prune: bool = False,
+        on_file: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest files and folders; each file is its own transaction, a failure stops nothing."""
+        with request_scope() as request_id:
+            started = time.perf_counter()
+            report = IngestReport(request_id=request_id)
+            if category is not None:
+                category = safe_category(category)
+            plan = plan_ingest(inputs)
+            for missing in plan.missing:
+                report.files.append(FileReport(source=missing, status="failed", reason="no such file or folder", error_code="not_found"))
+            known = self.repository.hashes()
+            total = len(plan.files)
+            seen: set[str] = set()
+            for done, planned in enumerate(plan.files, 1):
+                file_report = self._ingest_file(planned, category, known)
+                if file_report.path:
+                    seen.add(file_report.path)
+                report.files.append(file_report)
+                if on_file is not None:
+                    on_file(file_report, done, total)
+            if prune:
+                self._prune(plan.roots, seen, known, report)
+                report.prune_skipped = [f"{root}: {why}" for root, why in plan.incomplete.items()]
+            report.lint = self.lint()
+            report.duration_ms = (time.perf_counter() - started) * 1000
+            counts = report.counts
+            log.info("ingest finished: %s time=%.0fms", " ".join(f"{k}={v}" for k, v in counts.items()), report.duration_ms)
+            return report
+
+    def upload(self, data: bytes, file_name: str, *, category: str | None = None) -> FileReport:
+        """Store one document from bytes as ``{category}/{file_name}`` (the seeds' upload)."""
+        with request_scope():
+            report = FileReport(source=file_name, status="failed")
+            try:
+                path = self._single_file_path(data, file_name, category)
+                report.path = path
+                self._store(data, path, category, None, report, source=file_name)
+            except KbseekError as exc:
+                report.reason, report.error_code = str(exc), exc.code
+                log.warning("upload failed: %s", exc)
+            return report
+
+    def delete(self, path: str) -> None:
+        """Remove a document: its rows, then its stored original."""
+        with request_scope():
+            if not self.repository.delete(path):
+                raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
+            self.files.delete(path)
+            log.info("document deleted: path=%s", path)
+
+    def _ingest_file(
+        self, planned: PlannedFile, category: str | None, known: dict[str, tuple[str, str | None]]
+    ) -> FileReport:
+        source = str(planned.file)
+        report = FileReport(source=source, status="failed")
+        try:
+            data = planned.file.read_bytes()
+            if planned.relative is None:
+                path = self._single_file_path(data, planned.file.name, category)
+            else:
+                path = planned.relative
+            report.path = path
+            stored = known.get(path)
+            if stored is not None and stored[0] == sha256_hex(data) and stored[1] == source:
+                report.status = "unchanged"
+                return report
+            self._store(data, path, category, source, report, source=source)
+        except OSError as exc:
+            report.reason, report.error_code = f"{source}: cannot read: {exc.strerror}", "io_error"
+        except KbseekError as exc:
+            report.reason, report.error_code = str(exc), exc.code
+        if report.status == "failed":
+            log.info("ingest failed: %s", report.reason)
+        return report
+
+    def _single_file_path(self, data: bytes, file_name: str, category: str | None) -> str:
+        if category is None:
+            text = decode_markdown(data, source=file_name, max_bytes=self.settings.max_file_bytes)
+            category = parse_frontmatter(text, source=file_name, file_name=file_name).category
+        return upload_path(file_name, category or DEFAULT_CATEGORY)
+
+    def _store(
+        self, data: bytes, path: str, category: str | None, origin: str | None, report: FileReport, *, source: str
+    ) -> None:
+        started = time.perf_counter()
+        doc = parse_document(data, path=path, config=self.chunking, category=category, source=source)
+        parsed = time.perf_counter()
+        report.status = self.repository.save(doc, origin=origin)
+        if report.status != "unchanged":
+            self.files.write(path, data)
+        stored = time.perf_counter()
+        report.document_id, report.chunks, report.warnings = doc.id, len(doc.chunks), list(doc.warnings)
+        report.timings_ms = {"parse_chunk": round((parsed - started) * 1000, 3), "store": round((stored - parsed) * 1000, 3)}
+        log.info(
+            "document %s: path=%s chunks=%d parse+chunk=%.1fms store=%.1fms",
+            report.status, path, len(doc.chunks), report.timings_ms["parse_chunk"], report.timings_ms["store"],
+        )
+        for warning in doc.warnings:  # also in the report; start-up scans log them as warnings
+            log.info("%s", warning)
+
+    def _prune(self, roots: list[Path], seen: set[str], known: dict[str, tuple[str, str | None]], report: IngestReport) -> None:
+        for root in roots:
+            prefix = f"{root}/"
+            for path, (_, origin) in sorted(known.items()):
+                if origin and origin.startswith(prefix) and path not in seen and not Path(origin).exists():
+                    self.delete(path)
+                    report.pruned.append(path)
+                    log.info("pruned: %s (its file %s is gone)", path, origin)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_document(self, path: str, *, with_chunks: bool = True) -> StoredDocument:
+        doc = self.repository.get(path, with_chunks=with_chunks)
+        if doc is None:
+            raise NotFoundError(f"no document with path or id {path!r}", hint="see 'kbseek docs list'")
+        return doc
+
+    def list_documents(self, *, category: str | None = None, limit: int | None = None, offset: int = 0) -> list[StoredDocument]:
+        return self.repository.list(category=category, limit=limit, offset=offset)
+
+    def lint(self) -> list[dict[str, Any]]:
+        """Keywords several documents share: they make L0 hints ambiguous (the seeds' advice)."""
+        return [
+            {"keyword": keyword, "paths": paths, "message": f"keyword {keyword!r} is shared by {len(paths)} documents: {', '.join(paths)}"}
+            for keyword, paths in shared_keywords(self.repository.keywords()).items()
+        ]
+
+    def stats(self) -> dict[str, int]:
+        return {"documents": self.repository.count(), "chunks": self.repository.chunk_count(), "version": self.repository.version()}
+
+    # -- repair --------------------------------------------------------------------------
+
+    def repair(self) -> dict[str, int]:
+        """Make the file store match the database (the system of record) after a crash.
+
+        Missing or stale originals are rewritten from the stored content; files the database
+        does not know are moved to ``<home>/orphaned/`` (never deleted); temp files are removed.
+        """
+        counts = {"rewritten": 0, "orphaned": 0, "temp_removed": self.files.remove_temp_files()}
+        known = self.repository.hashes()
+        for path, (digest, _) in known.items():
+            data = self.files.read(path)
+            if data is not None and sha256_hex(data) == digest:
+                continue
+            content = self.repository.content(path) or ""
+            encoded = content.encode("utf-8")
+            if data is not None and data == encoded:
+                continue
+            self.files.write(path, encoded)
+            counts["rewritten"] += 1
+            log.warning("repair: rewrote the original of %s from the database", path)
+        for path in list(self.files.paths()):
+            if path not in known:
+                moved = self.files.move_out(path, self.settings.orphan_dir)
+                counts["orphaned"] += 1
+                log.warning("repair: %s is not in the database; moved to %s", path, moved)
+        return counts

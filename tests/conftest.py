@@ -1,0 +1,76 @@
+"""Shared fixtures: real SQLite and real PostgreSQL (127.0.0.1:5432, database ``test``)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+EXAMPLES = ROOT / "examples"
+PG_ADMIN_URL = os.environ.get("KBSEEK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the local server for this test session, dropped afterwards."""
+    name = f"kbseek_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """Settings for a data home in ``tmp_path`` on the parametrised database backend."""
+    home = tmp_path / "home"
+    if backend == "sqlite":
+        return Settings(home=home)
+    url = request.getfixturevalue("postgres_url")
+    engine = create_engine(url)
+    with engine.begin() as conn:  # every test starts from empty tables
+        exists = conn.execute(text("SELECT to_regclass('documents')")).scalar()
+        if exists:
+            conn.execute(text("TRUNCATE chunks, documents, kb_state"))
+    engine.dispose()
+    return Settings(home=home, database_url=url)
+
+
+@pytest.fixture
+def kb(settings: Settings) -> Iterator[KnowledgeBase]:
+    knowledge_base = KnowledgeBase.open(settings)
+    yield knowledge_base
+    knowledge_base.close()
+
+
+def write(folder: Path, relative: str, content: str | bytes) -> Path:
+    """Write a test document (text as UTF-8) and return its path."""
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+def doc(title: str, keywords: str, summary: str, body: str, **extra: str) -> str:
+    """A well-formed document with frontmatter."""
+    lines = ["---", f"title: {title}", f"keywords: [{keywords}]", f"summary: {summary}"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines + ["---", body])
