@@ -145,10 +145,15 @@ def docs_list(
         if as_json:
             _print_json([document_view(d) for d in docs])
             return
-        table = Table("path", "category", "title", "chunks", "keywords", box=None, highlight=False)
+        table = Table(box=None, highlight=False)
+        table.add_column("path", no_wrap=True, min_width=max((len(d.path) + 2 for d in docs), default=4))
+        table.add_column("category", no_wrap=True, min_width=max((len(d.category) for d in docs), default=8))
+        table.add_column("chunks", justify="right", min_width=6)
+        table.add_column("title", overflow="ellipsis", no_wrap=True, max_width=30)
+        table.add_column("keywords", overflow="ellipsis", no_wrap=True, max_width=40)
         for d in docs:
             warn = " [yellow]![/yellow]" if d.warnings else ""
-            table.add_row(d.path + warn, d.category, d.title, str(d.chunk_count), ", ".join(d.keywords))
+            table.add_row(d.path + warn, d.category, str(d.chunk_count), d.title, ", ".join(d.keywords))
         out.print(table)
         out.print(f"{len(docs)} document(s)", highlight=False)
 
