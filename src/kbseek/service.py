@@ -51,7 +51,7 @@ class KnowledgeBase:
     def open(cls, settings: Settings | None = None, *, migrate_schema: bool = True) -> "KnowledgeBase":
         """Connect, migrate, repair drift between the database and the file store, sync scan dirs."""
         settings = settings or Settings()
-        with request_scope() as request_id:
+        with request_scope():
             started = time.perf_counter()
             engine = make_engine(settings.database_url)
             if migrate_schema:
@@ -66,13 +66,17 @@ class KnowledgeBase:
                     if file.status == "failed":
                         log.warning("scan: %s failed: %s", file.source, file.reason)
             log.info(
-                "knowledge base ready: documents=%d chunks=%d repaired=%s time=%.0fms (request %s)",
+                "knowledge base loaded: documents=%d chunks=%d repaired=%s time=%.0fms",
                 kb.repository.count(),
                 kb.repository.chunk_count(),
                 repaired,
                 (time.perf_counter() - started) * 1000,
-                request_id,
             )
+            warned = sorted(kb.repository.warnings())
+            if warned:
+                log.warning("%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10]))
+            for item in kb.lint():
+                log.warning("lint: %s", item["message"])
             return kb
 
     def close(self) -> None:
@@ -177,18 +181,18 @@ class KnowledgeBase:
     def _store(
         self, data: bytes, path: str, category: str | None, origin: str | None, report: FileReport, *, source: str
     ) -> None:
+        timings: dict[str, float] = {}
+        doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
         started = time.perf_counter()
-        doc = parse_document(data, path=path, config=self.chunking, category=category, source=source)
-        parsed = time.perf_counter()
         report.status = self.repository.save(doc, origin=origin)
         if report.status != "unchanged":
             self.files.write(path, data)
-        stored = time.perf_counter()
+        timings["store_ms"] = round((time.perf_counter() - started) * 1000, 3)
         report.document_id, report.chunks, report.warnings = doc.id, len(doc.chunks), list(doc.warnings)
-        report.timings_ms = {"parse_chunk": round((parsed - started) * 1000, 3), "store": round((stored - parsed) * 1000, 3)}
+        report.timings_ms = timings
         log.info(
-            "document %s: path=%s chunks=%d parse+chunk=%.1fms store=%.1fms",
-            report.status, path, len(doc.chunks), report.timings_ms["parse_chunk"], report.timings_ms["store"],
+            "document %s: path=%s chunks=%d parse=%.1fms chunk=%.1fms store=%.1fms",
+            report.status, path, len(doc.chunks), timings["parse_ms"], timings["chunk_ms"], timings["store_ms"],
         )
         for warning in doc.warnings:  # also in the report; start-up scans log them as warnings
             log.info("%s", warning)

@@ -209,3 +209,10 @@ def test_property_fences_stay_intact_unless_too_long(text):
         fences = sum(1 for line in c.text.splitlines() if line.startswith("```"))
         oversized = any(len(block) > 800 for block in re.findall(r"```\n.*?```", text, re.S))
         assert fences % 2 == 0 or oversized
+
+
+def test_blank_preamble_after_frontmatter_folds_into_the_first_section():
+    text = "---\ntitle: t\n---\n\n# H1\n\n## Meaning\nx\n"
+    _, chunks = chunk_document(text, body_offset=text.index("\n# H1") - 0, path="p.md",
+                               document_id="d", title="t", category="c")
+    assert [c.breadcrumb for c in chunks] == ["H1 > Meaning"]

@@ -221,7 +221,7 @@ def _is_bare(text: str, section: Section) -> bool:
     body = text[section.start : section.end]
     if section.level == 0:
         return not body.strip()
-    lines = body.splitlines()
+    lines = body.lstrip().splitlines()  # a folded blank preamble may precede the heading
     rest = lines[1:]
     if lines and _SETEXT.match(lines[1] if len(lines) > 1 else "") and not _ATX.match(lines[0]):
         rest = lines[2:]

@@ -150,10 +150,13 @@ def docs_list(
         table.add_column("category", no_wrap=True, min_width=max((len(d.category) for d in docs), default=8))
         table.add_column("chunks", justify="right", min_width=6)
         table.add_column("title", overflow="ellipsis", no_wrap=True, max_width=30)
-        table.add_column("keywords", overflow="ellipsis", no_wrap=True, max_width=40)
+        wide = out.width >= 120
+        if wide:
+            table.add_column("keywords", overflow="ellipsis", no_wrap=True, max_width=40)
         for d in docs:
             warn = " [yellow]![/yellow]" if d.warnings else ""
-            table.add_row(d.path + warn, d.category, str(d.chunk_count), d.title, ", ".join(d.keywords))
+            row = [d.path + warn, d.category, str(d.chunk_count), d.title]
+            table.add_row(*row, *([", ".join(d.keywords)] if wide else []))
         out.print(table)
         out.print(f"{len(docs)} document(s)", highlight=False)
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from kbseek.adapters.sql.tables import ChunkRow, DocumentRow, StateRow, utcnow
 from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
@@ -59,9 +59,11 @@ class SqlRepository:
 
     def get(self, path: str, *, with_chunks: bool = False) -> StoredDocument | None:
         with self._session() as session:
-            row = session.scalar(select(DocumentRow).where(DocumentRow.path == path))
+            row = session.scalar(
+                select(DocumentRow).options(defer(DocumentRow.content)).where(DocumentRow.path == path)
+            )
             if row is None:
-                row = session.get(DocumentRow, path)  # a document id works too
+                row = session.get(DocumentRow, path, options=[defer(DocumentRow.content)])  # or an id
             if row is None:
                 return None
             chunks: list[ChunkRow] = []
@@ -82,7 +84,9 @@ class SqlRepository:
     def list(
         self, *, category: str | None = None, limit: int | None = None, offset: int = 0
     ) -> list[StoredDocument]:
-        query = select(DocumentRow).order_by(DocumentRow.path).offset(offset)
+        query = (
+            select(DocumentRow).options(defer(DocumentRow.content)).order_by(DocumentRow.path).offset(offset)
+        )
         if category:
             query = query.where(DocumentRow.category == category)
         if limit is not None:
@@ -94,6 +98,12 @@ class SqlRepository:
         with self._session() as session:
             rows = session.execute(select(DocumentRow.path, DocumentRow.keywords))
             return {path: tuple(keywords or ()) for path, keywords in rows}
+
+    def warnings(self) -> dict[str, list[str]]:
+        """``{path: warnings}`` of the documents that have any."""
+        with self._session() as session:
+            rows = session.execute(select(DocumentRow.path, DocumentRow.warnings))
+            return {path: list(warnings) for path, warnings in rows if warnings}
 
     # -- writes ----------------------------------------------------------------------------
 
