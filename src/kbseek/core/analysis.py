@@ -1,0 +1,186 @@
+"""One bilingual analyser for indexing and queries: Chinese words, English stems, identifiers.
+
+Pipeline: NFKC → noise removed (IPs, UUIDs, timestamps, long hex ids, ``{placeholder}`` and
+``{{ $labels.x }}`` templates) → identifiers kept whole *and* split (``ERR_TIMEOUT`` → ``err_timeout``,
+``err``, ``timeout``; ``HighCPUUsage`` → ``highcpuusage``, ``high``, ``cpu``, ``usage``) → a word and
+an adjacent number also make a pair token (``HTTP 502`` → ``http_502``) → Chinese runs segmented
+by jieba (search mode) with a user dictionary of the knowledge base's keywords and titles →
+user-dictionary phrases that mix scripts or hold spaces (``CPU使用率``, ``Too many connections``)
+matched whole → stopwords dropped, English words stemmed (Snowball), all lower-case.
+
+``version`` names the rules and the dictionary: text analysed under another version must be
+analysed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+
+import jieba
+import Stemmer
+
+from kbseek.core import stopwords
+
+RULES_VERSION = "a1"
+jieba.setLogLevel(logging.WARNING)
+
+_NOISE = re.compile(
+    r"""
+    \{\{.*?\}\}                                            # {{ $labels.instance }}
+  | \$labels\.\w+ | \$value\b
+  | \{[^{}\s]{1,60}\}                                      # {namespace}
+  | \b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b   # UUID
+  | \b\d{4}-\d{2}-\d{2}(?:[T\s]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b
+  | \b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b                      # 14:00:00.123
+  | \b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b               # IPv4[:port]
+  | \b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}\b               # IPv6
+  | \b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b     # hashes, trace ids
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+_SEGMENTS = re.compile(
+    r"(?P<id>[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?)"
+    r"|(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)"
+)
+_ID_SPLIT = re.compile(r"[_.\-:/]+")
+_CAMEL = re.compile(r"[A-Z0-9]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
+_PAIR = re.compile(r"\b([A-Za-z]{2,12})\s+(\d{2,5})\b")
+_HASHLIKE = re.compile(r"^(?=(?:.*\d){3})(?=(?:.*[a-z]){2})[a-z0-9]{8,}$")
+_CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _is_noise(chunk: str) -> bool:
+    """Hash-like pieces of identifiers: ``7d9f8b6c5d``, ``x2x4z`` (but not ``k8s``, ``v1beta1``)."""
+    lowered = chunk.lower()
+    if _HASHLIKE.match(lowered):
+        return True
+    switches = sum(1 for a, b in zip(lowered, lowered[1:]) if a.isdigit() != b.isdigit())
+    return len(lowered) >= 5 and switches >= 4
+
+
+def normalize(text: str) -> str:
+    """NFKC and lower-case: full-width letters and digits become ASCII (``ＥＲＲ`` → ``err``)."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def strip_noise(text: str) -> str:
+    """Blank out IPs, UUIDs, timestamps, hashes and template placeholders."""
+    return _NOISE.sub(" ", text)
+
+
+def identifier_tokens(raw: str) -> list[str]:
+    """Whole identifier (lower-case) when it has parts, then its parts; hash-like parts dropped.
+
+    >>> identifier_tokens("HighCPUUsage"), identifier_tokens("max.poll.interval.ms")
+    (['highcpuusage', 'high', 'cpu', 'usage'], ['max.poll.interval.ms', 'max', 'poll', 'interval', 'ms'])
+    >>> identifier_tokens("ORA-00600"), identifier_tokens("pod-7d9f8b6c5d4")
+    (['ora-00600', 'ora', '00600'], ['pod'])
+    """
+    chunks = [c for c in _ID_SPLIT.split(raw) if c]
+    kept = [c for c in chunks if not _is_noise(c)]
+    parts = [p.lower() for chunk in kept for p in _CAMEL.findall(chunk)]
+    if len(kept) < len(chunks):  # a pod or trace suffix: the whole is noise, the rest is signal
+        return parts
+    return [raw.lower(), *parts] if len(parts) > 1 else parts
+
+
+class Analyzer:
+    """Text → tokens, the same way for documents and queries; thread-safe.
+
+    >>> Analyzer().tokens("ERR_TIMEOUT 支付超时了怎么办")
+    ['err_timeout', 'err', 'timeout', '支付', '超时']
+    """
+
+    def __init__(self, words: Iterable[str] = (), *, stem: bool = True) -> None:
+        self._lock = threading.RLock()
+        self._jieba = jieba.Tokenizer()
+        self._stemmer = Stemmer.Stemmer("english") if stem else None
+        self._stem_cache: dict[str, str] = {}
+        self._words: set[str] = set()
+        self._phrases: re.Pattern[str] | None = None
+        self._version = ""
+        self.set_words(words)
+
+    @property
+    def version(self) -> str:
+        """Rules version + a digest of the user dictionary."""
+        return self._version
+
+    @property
+    def words(self) -> frozenset[str]:
+        return frozenset(self._words)
+
+    def set_words(self, words: Iterable[str]) -> set[str]:
+        """Replace the user dictionary; returns the words added or removed (changed texts need
+        re-analysis only where they contain one of those)."""
+        new = {w for w in (normalize(" ".join(str(x).split())) for x in words) if len(w) >= 2}
+        with self._lock:
+            changed = new ^ self._words
+            for word in self._words - new:
+                if _CJK_CHAR.search(word) and not _is_phrase(word):
+                    self._jieba.del_word(word)
+            for word in new - self._words:
+                if _CJK_CHAR.search(word) and not _is_phrase(word):
+                    self._jieba.add_word(word, freq=None)
+            self._words = new
+            phrases = sorted((w for w in new if _is_phrase(w)), key=len, reverse=True)
+            self._phrases = (
+                re.compile("|".join(_phrase_pattern(p) for p in phrases)) if phrases else None
+            )
+            digest = hashlib.sha256("\n".join(sorted(new)).encode("utf-8")).hexdigest()[:12]
+            self._version = f"{RULES_VERSION}-{digest}"
+            return changed
+
+    def tokens(self, text: str) -> list[str]:
+        """Analysed tokens in text order (duplicates kept: they are term frequencies)."""
+        text = strip_noise(unicodedata.normalize("NFKC", text))
+        lowered = text.lower()
+        out: list[str] = []
+        with self._lock:
+            for match in _SEGMENTS.finditer(text):
+                raw = match.group("id")
+                if raw is not None:
+                    out.extend(self._word_tokens(identifier_tokens(raw)))
+                else:
+                    out.extend(
+                        w for w in self._jieba.cut_for_search(match.group("cjk"))
+                        if w not in stopwords.CHINESE
+                    )
+            out.extend(f"{a.lower()}_{b}" for a, b in _PAIR.findall(text))
+            if self._phrases is not None:
+                out.extend(m.group(0) for m in self._phrases.finditer(lowered))
+        return out
+
+    def _word_tokens(self, parts: list[str]) -> list[str]:
+        if len(parts) == 1:
+            word = parts[0]
+            return [] if word in stopwords.ENGLISH else [self._stem(word)]
+        # identifiers: the whole stays exact; parts are stemmed like words
+        return [parts[0]] + [self._stem(p) for p in parts[1:] if p not in stopwords.ENGLISH]
+
+    def _stem(self, word: str) -> str:
+        if self._stemmer is None or not word.isalpha() or len(word) <= 3:
+            return word
+        stemmed = self._stem_cache.get(word)
+        if stemmed is None:
+            stemmed = self._stemmer.stemWord(word)
+            if len(self._stem_cache) < 200_000:
+                self._stem_cache[word] = stemmed
+        return stemmed
+
+
+def _is_phrase(word: str) -> bool:
+    """A dictionary entry that segmentation would split: spaces, or CJK next to ASCII."""
+    return " " in word or (bool(_CJK_CHAR.search(word)) and bool(re.search(r"[a-z0-9]", word)))
+
+
+def _phrase_pattern(phrase: str) -> str:
+    escaped = re.escape(phrase)
+    left = r"(?<![a-z0-9_])" if phrase[0].isascii() and phrase[0].isalnum() else ""
+    right = r"(?![a-z0-9_])" if phrase[-1].isascii() and phrase[-1].isalnum() else ""
+    return left + escaped + right

@@ -1,0 +1,223 @@
+"""L0: the keyword hint over frontmatter (keywords, title, summary, category), in memory.
+
+Unlike the seeds' substring test, matches are scored and ordered. Each document's best match sets
+its tier: exact keyword 6 > partial keyword 5 > exact title 4 > partial title 3 > exact summary 2 >
+partial summary 1 > category 0.5; its other matches add up to 0.99 inside the tier (a document
+matching two keywords beats one matching one). *Exact* means the whole keyword (title, summary)
+occurs in the query, on identifier boundaries for ASCII edges; *partial* means some of its analysed
+parts occur (``timeout`` in ``ERR_TIMEOUT``, ``网关`` in ``支付网关``). Tokens shared by more than a
+fifth of the documents' titles and summaries are too common to make a partial title/summary match.
+The single domain is the one category of the *strong* matches (tier >= 4), else none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+from kbseek.core.analysis import Analyzer, normalize
+
+TIERS = {
+    ("keyword", True): 6.0,
+    ("keyword", False): 5.0,
+    ("title", True): 4.0,
+    ("title", False): 3.0,
+    ("summary", True): 2.0,
+    ("summary", False): 1.0,
+    ("category", True): 0.5,
+}
+STRONG_TIER = 4.0
+COMMON_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordEntry:
+    """What L0 knows of a document: its frontmatter (or the stand-ins for title and summary)."""
+
+    document_id: str
+    path: str
+    title: str
+    summary: str
+    keywords: tuple[str, ...]
+    category: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentMatch:
+    document_id: str
+    path: str
+    title: str
+    category: str
+    score: float
+    field: str  # the best match: keyword | title | summary | category
+    exact: bool
+    matched_keywords: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordHint:
+    """The L0 hint of seed 001 §3: matches, matched keywords, domains, single domain or none."""
+
+    query: str
+    matches: tuple[DocumentMatch, ...] = ()
+    matched_keywords: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    single_domain: str | None = None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    entry: KeywordEntry
+    keywords: list[tuple[str, str, frozenset[str]]]  # original, normalised, parts
+    title: str
+    title_tokens: frozenset[str]
+    summary: str
+    summary_tokens: frozenset[str]
+    category: str
+    tokens: frozenset[str] = field(default_factory=frozenset)
+
+
+class KeywordIndex:
+    """Thread-safe L0 index; ``analyze_query`` is the seeds' ``analyzeQuery``.
+
+    >>> index = KeywordIndex(Analyzer())
+    >>> index.upsert(KeywordEntry("d1", "api/pay.md", "支付网关错误码定义", "错误码含义", ("ERR_TIMEOUT",), "api"))
+    >>> hint = index.analyze_query("timeout")
+    >>> hint.matches[0].path, hint.matches[0].exact, hint.single_domain
+    ('api/pay.md', False, 'api')
+    """
+
+    def __init__(self, analyzer: Analyzer) -> None:
+        self.analyzer = analyzer
+        self._lock = threading.RLock()
+        self._docs: dict[str, _Prepared] = {}
+        self._postings: dict[str, set[str]] = {}
+        self._text_df: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def load(self, entries: list[KeywordEntry]) -> None:
+        with self._lock:
+            self._docs.clear()
+            self._postings.clear()
+            self._text_df.clear()
+            for entry in entries:
+                self.upsert(entry)
+
+    def upsert(self, entry: KeywordEntry) -> None:
+        prepared = self._prepare(entry)
+        with self._lock:
+            self.remove(entry.document_id)
+            self._docs[entry.document_id] = prepared
+            for token in prepared.tokens:
+                self._postings.setdefault(token, set()).add(entry.document_id)
+            self._text_df.update(prepared.title_tokens | prepared.summary_tokens)
+
+    def remove(self, document_id: str) -> None:
+        with self._lock:
+            old = self._docs.pop(document_id, None)
+            if old is None:
+                return
+            for token in old.tokens:
+                holders = self._postings.get(token)
+                if holders is not None:
+                    holders.discard(document_id)
+                    if not holders:
+                        del self._postings[token]
+            self._text_df.subtract(old.title_tokens | old.summary_tokens)
+
+    def _prepare(self, entry: KeywordEntry) -> _Prepared:
+        tokens = self.analyzer.tokens
+        keywords = []
+        for keyword in entry.keywords:
+            norm = normalize(keyword).strip()
+            if norm:
+                parts = frozenset(t for t in tokens(keyword) if t != norm) or frozenset(tokens(keyword))
+                keywords.append((keyword, norm, parts))
+        title_tokens = frozenset(tokens(entry.title))
+        summary_tokens = frozenset(tokens(entry.summary))
+        all_tokens = set(title_tokens | summary_tokens)
+        for _, norm, parts in keywords:
+            all_tokens |= parts
+            all_tokens.update(tokens(norm))
+        category = normalize(entry.category)
+        all_tokens.add(category)
+        return _Prepared(entry, keywords, normalize(entry.title).strip(), title_tokens,
+                         normalize(entry.summary).strip(), summary_tokens, category, frozenset(all_tokens))
+
+    def analyze_query(self, query: str, *, limit: int = 10) -> KeywordHint:
+        """Score every document whose frontmatter shares a token with ``query``."""
+        norm = normalize(query)
+        query_tokens = set(self.analyzer.tokens(query))
+        with self._lock:
+            common = max(3, int(COMMON_SHARE * len(self._docs)))
+            candidates: set[str] = set()
+            for token in query_tokens:
+                candidates |= self._postings.get(token, set())
+            scored = []
+            for doc_id in candidates:
+                match = self._score(self._docs[doc_id], norm, query_tokens, common)
+                if match is not None:
+                    scored.append(match)
+        scored.sort(key=lambda m: (-m.score, m.path))
+        matches = tuple(scored[:limit])
+        keywords = tuple(dict.fromkeys(k for m in matches for k in m.matched_keywords))
+        domains = tuple(dict.fromkeys(m.category for m in matches))
+        strong = {m.category for m in matches if m.score >= STRONG_TIER}
+        single = next(iter(strong)) if len(strong) == 1 else None
+        return KeywordHint(query, matches, keywords, domains, single)
+
+    def _score(self, doc: _Prepared, query: str, tokens: set[str], common: int) -> DocumentMatch | None:
+        hits: list[tuple[float, float, str, bool]] = []  # tier, strength in [0, 1], field, exact
+        matched: list[tuple[float, str]] = []
+        for original, norm, parts in doc.keywords:
+            if _contains(query, norm):
+                hits.append((TIERS["keyword", True], 1.0, "keyword", True))
+                matched.append((2.0, original))
+            elif parts & tokens:
+                coverage = len(parts & tokens) / len(parts)
+                hits.append((TIERS["keyword", False], coverage, "keyword", False))
+                matched.append((coverage, original))
+        for name, text, text_tokens in (("title", doc.title, doc.title_tokens),
+                                        ("summary", doc.summary, doc.summary_tokens)):
+            if len(text) >= 2 and _contains(query, text):
+                hits.append((TIERS[name, True], 1.0, name, True))
+                continue
+            useful = {t for t in text_tokens if self._text_df[t] <= common}
+            shared = useful & tokens
+            coverage = len(shared) / max(1, len(useful))
+            if shared and (len(shared) >= 2 or coverage >= 0.5):
+                hits.append((TIERS[name, False], coverage, name, False))
+        if doc.category in tokens:
+            hits.append((TIERS["category", True], 1.0, "category", True))
+        if not hits:
+            return None
+        hits.sort(key=lambda h: (-h[0], -h[1]))
+        tier, strength, field_name, exact = hits[0]
+        bonus = min(0.99, strength / 2 + sum(h[0] for h in hits[1:]) / 20)
+        matched.sort(key=lambda m: -m[0])
+        return DocumentMatch(
+            doc.entry.document_id, doc.entry.path, doc.entry.title, doc.entry.category,
+            round(tier + bonus, 4), field_name, exact, tuple(m[1] for m in matched),
+        )
+
+
+def _contains(query: str, phrase: str) -> bool:
+    """``phrase`` in ``query``, on identifier boundaries where the phrase has ASCII edges."""
+    start = query.find(phrase)
+    while start >= 0:
+        end = start + len(phrase)
+        left_ok = not (phrase[0].isascii() and phrase[0].isalnum()) or start == 0 or not _word(query[start - 1])
+        right_ok = not (phrase[-1].isascii() and phrase[-1].isalnum()) or end == len(query) or not _word(query[end])
+        if left_ok and right_ok:
+            return True
+        start = query.find(phrase, start + 1)
+    return False
+
+
+def _word(char: str) -> bool:
+    return char.isascii() and (char.isalnum() or char == "_")
+
+

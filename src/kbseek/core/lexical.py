@@ -1,0 +1,173 @@
+"""BM25 over analysed chunk tokens: our own index, because it updates in place.
+
+Scoring is Lucene's BM25 (as bm25s ``method="lucene"``): ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``
+and ``tf / (tf + k1 * (1 - b + b * len / avgdl))``, summed over the query's tokens (repeats count).
+Postings are per-term ``array('i')`` pairs (slot, tf), appended on add and viewed as numpy arrays
+without copying at query time; a removal only marks its slot dead and corrects document
+frequencies, and dead slots are compacted away once they reach a third of the index. bm25s builds a
+static sparse matrix and must be rebuilt on every change; ``docs/benchmarks.md`` compares them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    chunk_id: str
+    score: float
+
+
+class BM25Index:
+    """An incremental BM25 index of chunks, each with a group (its category) for filtering.
+
+    >>> index = BM25Index()
+    >>> index.add("c1", ["err_timeout", "err", "timeout"], group="api")
+    >>> index.add("c2", ["disk", "full"], group="ops")
+    >>> [hit.chunk_id for hit in index.search(["timeout"], k=5)]
+    ['c1']
+    """
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        self.k1, self.b = k1, b
+        self._lock = threading.RLock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self._ids: list[str | None] = []
+        self._slot: dict[str, int] = {}
+        self._terms: list[tuple[str, ...]] = []
+        self._lengths = array("f")
+        self._groups = array("i")
+        self._alive = array("b")
+        self._group_codes: dict[str, int] = {}
+        self._postings: dict[str, tuple[array, array]] = {}
+        self._df: Counter[str] = Counter()
+        self._total_length = 0.0
+        self._dead = 0
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._slot
+
+    def add(self, chunk_id: str, tokens: Sequence[str], *, group: str = "") -> None:
+        """Index (or re-index) one chunk."""
+        with self._lock:
+            if chunk_id in self._slot:
+                self.remove([chunk_id])
+            slot = len(self._ids)
+            counts = Counter(tokens)
+            self._ids.append(chunk_id)
+            self._slot[chunk_id] = slot
+            self._terms.append(tuple(counts))
+            self._lengths.append(float(len(tokens)))
+            self._groups.append(self._group_codes.setdefault(group, len(self._group_codes)))
+            self._alive.append(1)
+            self._total_length += len(tokens)
+            for term, tf in counts.items():
+                postings = self._postings.get(term)
+                if postings is None:
+                    postings = self._postings[term] = (array("i"), array("i"))
+                postings[0].append(slot)
+                postings[1].append(tf)
+                self._df[term] += 1
+
+    def remove(self, chunk_ids: Iterable[str]) -> int:
+        """Forget chunks; unknown ids are ignored. Returns how many were removed."""
+        removed = 0
+        with self._lock:
+            for chunk_id in chunk_ids:
+                slot = self._slot.pop(chunk_id, None)
+                if slot is None:
+                    continue
+                self._alive[slot] = 0
+                self._ids[slot] = None
+                self._total_length -= self._lengths[slot]
+                for term in self._terms[slot]:
+                    self._df[term] -= 1
+                    if not self._df[term]:
+                        del self._df[term]
+                        del self._postings[term]
+                self._terms[slot] = ()
+                self._dead += 1
+                removed += 1
+            if self._dead > 1000 and self._dead * 3 > len(self._ids):
+                self._compact()
+        return removed
+
+    def _compact(self) -> None:
+        survivors = [(cid, self._slot[cid]) for cid in self._ids if cid is not None]
+        old_terms, old_lengths, old_groups = self._terms, self._lengths, self._groups
+        postings = {t: dict(zip(p[0], p[1])) for t, p in self._postings.items()}
+        codes = dict(self._group_codes)
+        self._clear()
+        self._group_codes = codes
+        names = {code: name for name, code in codes.items()}
+        for chunk_id, old in survivors:
+            tokens = [t for t in old_terms[old] for _ in range(postings[t][old])]
+            self.add(chunk_id, tokens, group=names[old_groups[old]])
+        del old_lengths
+
+    def search(
+        self, tokens: Sequence[str], *, k: int = 10, groups: Iterable[str] | None = None
+    ) -> list[LexicalHit]:
+        """The ``k`` best chunks with a positive score, best first; ``groups`` restricts them."""
+        with self._lock:
+            scores = self.scores(tokens)
+            if scores is None:
+                return []
+            if groups is not None:
+                codes = [self._group_codes[g] for g in groups if g in self._group_codes]
+                groups_array = np.frombuffer(self._groups, dtype=np.int32)
+                scores = np.where(np.isin(groups_array, codes), scores, 0.0)
+            candidates = np.flatnonzero(scores > 0)
+            if candidates.size > k:
+                top = np.argpartition(-scores[candidates], k - 1)[:k]
+                candidates = candidates[top]
+            order = sorted(candidates.tolist(), key=lambda s: (-scores[s], self._ids[s]))
+            return [LexicalHit(self._ids[s], float(scores[s])) for s in order]  # type: ignore[arg-type]
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray | None:
+        """BM25 score of every slot (dead slots score 0), or ``None`` when nothing matches."""
+        with self._lock:
+            alive = len(self._slot)
+            if not alive or not tokens:
+                return None
+            avgdl = self._total_length / alive or 1.0
+            lengths = np.frombuffer(self._lengths, dtype=np.float32)
+            norm = None
+            scores = np.zeros(len(self._ids), dtype=np.float32)
+            matched = False
+            for term, repeats in Counter(tokens).items():
+                postings = self._postings.get(term)
+                if postings is None:
+                    continue
+                if norm is None:
+                    norm = self.k1 * (1 - self.b + self.b * lengths / avgdl)
+                matched = True
+                df = self._df[term]
+                idf = math.log(1 + (alive - df + 0.5) / (df + 0.5))
+                slots = np.frombuffer(postings[0], dtype=np.int32)
+                tf = np.frombuffer(postings[1], dtype=np.int32).astype(np.float32)
+                scores[slots] += repeats * idf * tf / (tf + norm[slots])
+            if not matched:
+                return None
+            scores *= np.frombuffer(self._alive, dtype=np.int8)
+            return scores
+
+    def score_of(self, chunk_id: str, tokens: Sequence[str]) -> float:
+        scores = self.scores(tokens)
+        slot = self._slot.get(chunk_id)
+        return 0.0 if scores is None or slot is None else float(scores[slot])
