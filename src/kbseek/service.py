@@ -18,7 +18,10 @@ from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
 from kbseek.errors import KbseekError, NotFoundError
+from kbseek.core.results import LookupResult, SearchResult
+from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
+from kbseek import retrieval
 from kbseek.logs import request_scope
 from kbseek.settings import Settings
 
@@ -41,6 +44,7 @@ class KnowledgeBase:
         self.settings = settings
         self.repository = repository
         self.files = files
+        self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b)
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
@@ -58,6 +62,7 @@ class KnowledgeBase:
                 migrate.upgrade(engine)
             kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
             repaired = kb.repair()
+            kb.indexes.refresh()
             if settings.scan_dirs:
                 report = kb.ingest(list(settings.scan_dirs), prune=settings.scan_prune)
                 for file in report.files:
@@ -121,6 +126,7 @@ class KnowledgeBase:
                 self._prune(plan.roots, seen, known, report)
                 report.prune_skipped = [f"{root}: {why}" for root, why in plan.incomplete.items()]
             report.lint = self.lint()
+            self.indexes.refresh()
             report.duration_ms = (time.perf_counter() - started) * 1000
             counts = report.counts
             log.info("ingest finished: %s time=%.0fms", " ".join(f"{k}={v}" for k, v in counts.items()), report.duration_ms)
@@ -137,6 +143,7 @@ class KnowledgeBase:
             except KbseekError as exc:
                 report.reason, report.error_code = str(exc), exc.code
                 log.warning("upload failed: %s", exc)
+            self.indexes.refresh()
             return report
 
     def delete(self, path: str) -> None:
@@ -145,6 +152,7 @@ class KnowledgeBase:
             if not self.repository.delete(path):
                 raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
             self.files.delete(path)
+            self.indexes.refresh()
             log.info("document deleted: path=%s", path)
 
     def _ingest_file(
@@ -205,6 +213,18 @@ class KnowledgeBase:
                     self.delete(path)
                     report.pruned.append(path)
                     log.info("pruned: %s (its file %s is gone)", path, origin)
+
+    # -- retrieval ----------------------------------------------------------------------
+
+    def search(self, query: str, *, top_k: int = 10, category: str | None = None) -> SearchResult:
+        """Ranked chunks with their scores (the seeds' ``/api/search/similar``)."""
+        return retrieval.search(self.indexes, query, top_k=top_k, category=category)
+
+    def lookup(self, query: str, *, top_k: int = 5, policy: str = "lexical", category: str | None = None,
+               explain: bool = False) -> LookupResult:
+        """``lookup_knowledge``: the L0 hint and the best evidence for an agent."""
+        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy, category=category,
+                                use_domain_filter=self.settings.domain_filter, explain=explain)
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     scan_prune: bool = Field(default=False, description="Prune vanished files of scan_dirs")
     fsync: bool = Field(default=True, description="fsync stored originals before renaming")
     log_level: str = Field(default="WARNING")
+    bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
+    bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
+    domain_filter: bool = Field(default=True, description="Filter to L0's single domain")
 
     @classmethod
     def settings_customise_sources(

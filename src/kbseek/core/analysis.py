@@ -81,12 +81,17 @@ def identifier_tokens(raw: str) -> list[str]:
     >>> identifier_tokens("ORA-00600"), identifier_tokens("pod-7d9f8b6c5d4")
     (['ora-00600', 'ora', '00600'], ['pod'])
     """
+    whole, parts = _identifier(raw)
+    return [whole, *parts] if whole else parts
+
+
+def _identifier(raw: str) -> tuple[str | None, list[str]]:
     chunks = [c for c in _ID_SPLIT.split(raw) if c]
     kept = [c for c in chunks if not _is_noise(c)]
     parts = [p.lower() for chunk in kept for p in _CAMEL.findall(chunk)]
-    if len(kept) < len(chunks):  # a pod or trace suffix: the whole is noise, the rest is signal
-        return parts
-    return [raw.lower(), *parts] if len(parts) > 1 else parts
+    if len(kept) < len(chunks) or len(parts) < 2:  # a pod/trace suffix makes the whole noise
+        return None, parts
+    return raw.lower(), parts
 
 
 class Analyzer:
@@ -145,7 +150,7 @@ class Analyzer:
             for match in _SEGMENTS.finditer(text):
                 raw = match.group("id")
                 if raw is not None:
-                    out.extend(self._word_tokens(identifier_tokens(raw)))
+                    out.extend(self._word_tokens(*_identifier(raw)))
                 else:
                     out.extend(
                         w for w in self._jieba.cut_for_search(match.group("cjk"))
@@ -156,12 +161,10 @@ class Analyzer:
                 out.extend(m.group(0) for m in self._phrases.finditer(lowered))
         return out
 
-    def _word_tokens(self, parts: list[str]) -> list[str]:
-        if len(parts) == 1:
-            word = parts[0]
-            return [] if word in stopwords.ENGLISH else [self._stem(word)]
+    def _word_tokens(self, whole: str | None, parts: list[str]) -> list[str]:
         # identifiers: the whole stays exact; parts are stemmed like words
-        return [parts[0]] + [self._stem(p) for p in parts[1:] if p not in stopwords.ENGLISH]
+        stemmed = [self._stem(p) for p in parts if p not in stopwords.ENGLISH]
+        return [whole, *stemmed] if whole else stemmed
 
     def _stem(self, word: str) -> str:
         if self._stemmer is None or not word.isalpha() or len(word) <= 3:

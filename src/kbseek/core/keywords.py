@@ -7,7 +7,8 @@ matching two keywords beats one matching one). *Exact* means the whole keyword (
 occurs in the query, on identifier boundaries for ASCII edges; *partial* means some of its analysed
 parts occur (``timeout`` in ``ERR_TIMEOUT``, ``网关`` in ``支付网关``). Tokens shared by more than a
 fifth of the documents' titles and summaries are too common to make a partial title/summary match.
-The single domain is the one category of the *strong* matches (tier >= 4), else none.
+The single domain is the one category of the *strong* matches (exact keyword or exact title), else
+none: partial matches are too loose to narrow the search on.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class KeywordIndex:
         matches = tuple(scored[:limit])
         keywords = tuple(dict.fromkeys(k for m in matches for k in m.matched_keywords))
         domains = tuple(dict.fromkeys(m.category for m in matches))
-        strong = {m.category for m in matches if m.score >= STRONG_TIER}
+        strong = {m.category for m in matches if m.exact and m.score >= STRONG_TIER}
         single = next(iter(strong)) if len(strong) == 1 else None
         return KeywordHint(query, matches, keywords, domains, single)
 

@@ -99,6 +99,26 @@ class SqlRepository:
             rows = session.execute(select(DocumentRow.path, DocumentRow.keywords))
             return {path: tuple(keywords or ()) for path, keywords in rows}
 
+    def states(self) -> dict[str, str]:
+        """``{document id: content hash}``: what the in-memory indexes compare against."""
+        with self._session() as session:
+            rows = session.execute(select(DocumentRow.id, DocumentRow.content_hash))
+            return {doc_id: digest for doc_id, digest in rows}
+
+    def load(self, document_ids: list[str] | None = None) -> list[StoredDocument]:
+        """Documents with their chunks in two queries (all of them when ``document_ids`` is None)."""
+        with self._session() as session:
+            docs = select(DocumentRow).options(defer(DocumentRow.content))
+            chunks = select(ChunkRow).order_by(ChunkRow.document_id, ChunkRow.chunk_index)
+            if document_ids is not None:
+                docs = docs.where(DocumentRow.id.in_(document_ids))
+                chunks = chunks.where(ChunkRow.document_id.in_(document_ids))
+            rows = list(session.scalars(docs))
+            by_doc: dict[str, list[ChunkRow]] = {}
+            for chunk in session.scalars(chunks):
+                by_doc.setdefault(chunk.document_id, []).append(chunk)
+            return [_stored(row, by_doc.get(row.id, [])) for row in rows]
+
     def warnings(self) -> dict[str, list[str]]:
         """``{path: warnings}`` of the documents that have any."""
         with self._session() as session:

@@ -1,0 +1,61 @@
+"""What search and lookup return. Open for the later lanes (dense, fusion) and answer shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbseek.core.keywords import KeywordHint
+from kbseek.core.models import Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class LaneScore:
+    """One recall lane's view of a chunk: its rank (1-based) and raw score there."""
+
+    rank: int
+    score: float
+    score_label: str  # what the score means: "bm25", "cosine", ...
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A ranked chunk with the document fields an agent needs to cite it."""
+
+    rank: int
+    score: float
+    chunk: Chunk
+    document_title: str
+    lanes: dict[str, LaneScore] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryFilter:
+    category: str | None  # None: no filter was used
+    source: str  # "request" | "l0_single_domain" | "none"
+    relaxed: bool = False  # the filter found nothing and was dropped
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    query: str
+    request_id: str
+    hits: tuple[Hit, ...]
+    filter: CategoryFilter
+    index_version: str
+    timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """``lookup_knowledge``'s answer: the L0 hint and the best evidence, with how it was reached."""
+
+    query: str
+    request_id: str
+    policy: str
+    hint: KeywordHint
+    evidence: tuple[Hit, ...]
+    filter: CategoryFilter
+    index_version: str
+    timings_ms: dict[str, float]
+    explain: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,136 @@
+"""The in-memory indexes (L0 keywords, BM25), derived from the database and kept in step with it.
+
+Every change to documents bumps a version counter in the database; ``refresh`` compares it with the
+version the indexes were built from and applies only the difference (documents added, changed or
+removed), so several processes sharing one database stay fresh too. When the user dictionary
+(keywords and titles) changes, only chunks that contain an added or removed word are re-analysed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.core.analysis import Analyzer, normalize
+from kbseek.core.keywords import KeywordEntry, KeywordIndex
+from kbseek.core.lexical import BM25Index
+from kbseek.core.models import Chunk, StoredDocument
+
+log = logging.getLogger("kbseek")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedDocument:
+    """What search results need of a document, held in memory."""
+
+    id: str
+    path: str
+    title: str
+    summary: str
+    category: str
+    keywords: tuple[str, ...]
+    content_hash: str
+    chunk_ids: tuple[str, ...]
+
+
+def dictionary_words(doc: StoredDocument | IndexedDocument) -> list[str]:
+    """User-dictionary words a document contributes: its keywords and its title."""
+    return [*doc.keywords, doc.title]
+
+
+def lexical_text(chunk: Chunk) -> str:
+    """What BM25 indexes for a chunk: its breadcrumb, path stem and text."""
+    stem = chunk.source_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return f"{chunk.breadcrumb}\n{stem}\n{chunk.text}"
+
+
+class Indexes:
+    """L0 + BM25 over one repository; ``refresh`` is cheap when nothing changed (one query)."""
+
+    def __init__(self, repository: SqlRepository, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.repository = repository
+        self.analyzer = Analyzer()
+        self.keywords = KeywordIndex(self.analyzer)
+        self.bm25 = BM25Index(k1=k1, b=b)
+        self.documents: dict[str, IndexedDocument] = {}
+        self.chunks: dict[str, Chunk] = {}
+        self.version = -1
+        self._lock = threading.RLock()
+
+    @property
+    def index_version(self) -> str:
+        """Database change counter + analyser rules and dictionary: names what was indexed."""
+        return f"{self.version}:{self.analyzer.version}"
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Bring the indexes up to the database's version; returns whether anything changed."""
+        with self._lock:
+            version = self.repository.version()
+            if version == self.version and not force:
+                return False
+            started = time.perf_counter()
+            stored = self.repository.states()
+            gone = [doc_id for doc_id in self.documents if doc_id not in stored]
+            changed = [d for d, digest in stored.items()
+                       if d not in self.documents or self.documents[d].content_hash != digest]
+            for doc_id in gone:
+                self._remove(doc_id)
+            loaded = self.repository.load(changed) if changed else []
+            for doc in loaded:
+                self._remove(doc.id)
+            words = [w for d in self.documents.values() for w in dictionary_words(d)]
+            words += [w for d in loaded for w in dictionary_words(d)]
+            changed_words = self.analyzer.set_words(words)
+            if changed_words and self.documents:
+                self._reanalyse(changed_words)
+            for doc in loaded:
+                self._add(doc)
+            self.version = version
+            log.info(
+                "indexes refreshed: version=%d added/changed=%d removed=%d dictionary_changes=%d "
+                "documents=%d chunks=%d time=%.0fms",
+                version, len(loaded), len(gone), len(changed_words), len(self.documents),
+                len(self.chunks), (time.perf_counter() - started) * 1000,
+            )
+            return True
+
+    def _add(self, doc: StoredDocument) -> None:
+        self.documents[doc.id] = IndexedDocument(
+            doc.id, doc.path, doc.title, doc.summary, doc.category, doc.keywords,
+            doc.content_hash, tuple(c.id for c in doc.chunks),
+        )
+        self.keywords.upsert(_entry(doc))
+        for chunk in doc.chunks:
+            self.chunks[chunk.id] = chunk
+            self.bm25.add(chunk.id, self.analyzer.tokens(lexical_text(chunk)), group=doc.category)
+
+    def _remove(self, doc_id: str) -> None:
+        doc = self.documents.pop(doc_id, None)
+        if doc is None:
+            return
+        self.keywords.remove(doc_id)
+        self.bm25.remove(doc.chunk_ids)
+        for chunk_id in doc.chunk_ids:
+            self.chunks.pop(chunk_id, None)
+
+    def _reanalyse(self, words: set[str]) -> None:
+        """Re-tokenise what the dictionary change can affect: texts containing a changed word."""
+        touched = 0
+        for doc in self.documents.values():
+            entry_text = normalize(" ".join([doc.title, doc.summary, *doc.keywords]))
+            if any(w in entry_text for w in words):
+                self.keywords.upsert(KeywordEntry(doc.id, doc.path, doc.title, doc.summary, doc.keywords, doc.category))
+            for chunk_id in doc.chunk_ids:
+                chunk = self.chunks[chunk_id]
+                text = lexical_text(chunk)
+                if any(w in normalize(text) for w in words):
+                    self.bm25.add(chunk_id, self.analyzer.tokens(text), group=doc.category)
+                    touched += 1
+        log.info("dictionary changed (%d words): re-analysed %d chunks", len(words), touched)
+
+
+def _entry(doc: StoredDocument) -> KeywordEntry:
+    return KeywordEntry(doc.id, doc.path, doc.title, doc.summary, doc.keywords, doc.category)
