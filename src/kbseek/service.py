@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,11 @@ from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
-from kbseek.errors import KbseekError, NotFoundError
+from kbseek import retrieval
 from kbseek.core.results import LookupResult, SearchResult
+from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
-from kbseek import retrieval
 from kbseek.logs import request_scope
 from kbseek.settings import Settings
 
@@ -132,6 +132,27 @@ class KnowledgeBase:
             log.info("ingest finished: %s time=%.0fms", " ".join(f"{k}={v}" for k, v in counts.items()), report.duration_ms)
             return report
 
+    def ingest_documents(self, documents: Iterable[tuple[str, bytes]], *, origin: str) -> IngestReport:
+        """Ingest ``(path, bytes)`` pairs made in memory (e.g. a BEIR corpus); unchanged ones skip.
+
+        ``origin`` names where they came from; each document's origin is ``origin#path``.
+        """
+        with request_scope() as request_id:
+            started = time.perf_counter()
+            report = IngestReport(request_id=request_id)
+            known = self.repository.hashes()
+            for path, data in documents:
+                source = f"{origin}#{path}"
+                file_report = FileReport(source=source, status="failed", path=path)
+                try:
+                    self._store_if_changed(data, path, None, source, known, file_report)
+                except KbseekError as exc:
+                    file_report.reason, file_report.error_code = str(exc), exc.code
+                report.files.append(file_report)
+            self.indexes.refresh()
+            report.duration_ms = (time.perf_counter() - started) * 1000
+            return report
+
     def upload(self, data: bytes, file_name: str, *, category: str | None = None) -> FileReport:
         """Store one document from bytes as ``{category}/{file_name}`` (the seeds' upload)."""
         with request_scope():
@@ -167,11 +188,7 @@ class KnowledgeBase:
             else:
                 path = planned.relative
             report.path = path
-            stored = known.get(path)
-            if stored is not None and stored[0] == sha256_hex(data) and stored[1] == source:
-                report.status = "unchanged"
-                return report
-            self._store(data, path, category, source, report, source=source)
+            self._store_if_changed(data, path, category, source, known, report)
         except OSError as exc:
             report.reason, report.error_code = f"{source}: cannot read: {exc.strerror}", "io_error"
         except KbseekError as exc:
@@ -179,6 +196,16 @@ class KnowledgeBase:
         if report.status == "failed":
             log.info("ingest failed: %s", report.reason)
         return report
+
+    def _store_if_changed(
+        self, data: bytes, path: str, category: str | None, source: str,
+        known: dict[str, tuple[str, str | None]], report: FileReport,
+    ) -> None:
+        stored = known.get(path)
+        if stored is not None and stored[0] == sha256_hex(data) and stored[1] == source:
+            report.status = "unchanged"
+        else:
+            self._store(data, path, category, source, report, source=source)
 
     def _single_file_path(self, data: bytes, file_name: str, category: str | None) -> str:
         if category is None:

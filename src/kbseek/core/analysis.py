@@ -103,7 +103,7 @@ class Analyzer:
 
     def __init__(self, words: Iterable[str] = (), *, stem: bool = True) -> None:
         self._lock = threading.RLock()
-        self._jieba = jieba.Tokenizer()
+        self._jieba = _new_tokenizer()
         self._stemmer = Stemmer.Stemmer("english") if stem else None
         self._stem_cache: dict[str, str] = {}
         self._words: set[str] = set()
@@ -175,6 +175,23 @@ class Analyzer:
             if len(self._stem_cache) < 200_000:
                 self._stem_cache[word] = stemmed
         return stemmed
+
+
+_BASE: jieba.Tokenizer | None = None
+_BASE_LOCK = threading.Lock()
+
+
+def _new_tokenizer() -> jieba.Tokenizer:
+    """A jieba tokenizer with its own copy of the main dictionary, loaded once per process."""
+    global _BASE
+    with _BASE_LOCK:
+        if _BASE is None:
+            _BASE = jieba.Tokenizer()
+            _BASE.initialize()
+    tokenizer = jieba.Tokenizer()
+    tokenizer.FREQ, tokenizer.total = dict(_BASE.FREQ), _BASE.total
+    tokenizer.initialized = True
+    return tokenizer
 
 
 def _is_phrase(word: str) -> bool:

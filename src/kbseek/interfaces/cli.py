@@ -15,15 +15,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kbseek.errors import KbseekError
-from kbseek.interfaces.views import document_view
+from kbseek.interfaces.views import document_view, lookup_view, search_view
 from kbseek.logs import configure_logging
 from kbseek.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="kbseek: knowledge retrieval for AIOps agents.")
 docs_app = typer.Typer(no_args_is_help=True, help="List, show, delete and lint stored documents.")
 db_app = typer.Typer(no_args_is_help=True, help="Database schema migrations.")
+eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality on a dataset.")
 app.add_typer(docs_app, name="docs")
 app.add_typer(db_app, name="db")
+app.add_typer(eval_app, name="eval")
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -130,6 +132,108 @@ def _print_ingest(report: Any) -> None:
         out.print(f"[yellow]lint:[/yellow] {lint['message']}", highlight=False)
     counts = ", ".join(f"{n} {status}" for status, n in report.counts.items())
     out.print(f"{counts} in {report.duration_ms / 1000:.2f}s", highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many chunks.")] = 10,
+    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Ranked chunks with their document, breadcrumb and scores."""
+    with _errors(as_json):
+        result = _open().search(query, top_k=top_k, category=category)
+        if as_json:
+            _print_json(search_view(result))
+            return
+        _print_hits(result.hits)
+        out.print(f"[dim]{len(result.hits)} hit(s) in {result.timings_ms['total']:.1f} ms[/dim]", highlight=False)
+
+
+def _print_hits(hits: Any) -> None:
+    for hit in hits:
+        c = hit.chunk
+        out.print(f"[cyan]{hit.rank:>2}[/cyan] {hit.score:7.3f}  [bold]{c.source_path}[/bold]:{c.line_start}-{c.line_end}"
+                  f"  [dim]{c.breadcrumb}[/dim]", highlight=False)
+        out.print("      " + " ".join(c.text.split())[:160], highlight=False)
+
+
+@app.command()
+def lookup(
+    query: Annotated[str, typer.Argument(help="The agent's question, alert text or error code.")],
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many evidence chunks.")] = 5,
+    policy: Annotated[str, typer.Option(help="Retrieval policy.")] = "lexical",
+    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
+    explain: Annotated[bool, typer.Option(help="Show how the result was reached.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """lookup_knowledge: the L0 keyword hint and the best evidence."""
+    with _errors(as_json):
+        result = _open().lookup(query, top_k=top_k, policy=policy, category=category, explain=explain)
+        if as_json:
+            _print_json(lookup_view(result))
+            return
+        hint = result.hint
+        out.print(f"[bold]L0 hint[/bold]: {len(hint.matches)} match(es); keywords: {', '.join(hint.matched_keywords) or '-'};"
+                  f" domains: {', '.join(hint.domains) or '-'}; single domain: {hint.single_domain or '-'}", highlight=False)
+        if explain:
+            for m in hint.matches:
+                kind = ("exact " if m.exact else "partial ") + m.field
+                out.print(f"   {m.score:5.2f} {kind:16} {m.path}  {', '.join(m.matched_keywords)}", highlight=False)
+            out.print(f"[dim]tokens: {' '.join(result.explain.get('query_tokens', []))}[/dim]", highlight=False)
+        f = result.filter
+        if f.category:
+            state = " (relaxed: it matched nothing)" if f.relaxed else ""
+            out.print(f"filter: category={f.category} from {f.source}{state}", highlight=False)
+        _print_hits(result.evidence)
+        timings = ", ".join(f"{k} {v:.1f}" for k, v in result.timings_ms.items())
+        out.print(f"[dim]{len(result.evidence)} evidence chunk(s); ms: {timings}[/dim]", highlight=False)
+
+
+@eval_app.command("run")
+def eval_run(
+    dataset: Annotated[Path, typer.Argument(help="Dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
+    policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["lexical"],
+    corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
+    queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
+    qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Only queries whose metadata.split is this.")] = None,
+    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,3,5,10",
+    depth: Annotated[int, typer.Option(min=1, max=1000, help="Chunks retrieved per query.")] = 100,
+    setting: Annotated[list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")] = [],
+    cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
+    from kbseek.evaluation import evaluate, load_dataset, parse_configs
+
+    with _errors(as_json):
+        try:
+            ks = tuple(int(x) for x in k.split(",") if x.strip())
+        except ValueError:
+            raise typer.BadParameter(f"--k must be integers separated by commas, got {k!r}") from None
+        base = _settings()
+        if not _State.verbose:
+            configure_logging("ERROR")  # the corpus's own warnings are not the evaluation's
+        data = load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+        report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
+                          cache_root=cache, base=base)
+        if as_json:
+            _print_json(report)
+            return
+        top = report["config"]["k"][-1]
+        shown = [f"ndcg@{top}", f"recall@{top}", f"mrr@{top}", "hit@1"]
+        table = Table(box=None, highlight=False)
+        table.add_column("run", no_wrap=True)
+        for name in shown:
+            table.add_column(name, no_wrap=True)
+        table.add_column("s", justify="right")
+        for r in report["runs"]:
+            cells = [f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]" for n in shown]
+            table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
+        out.print(f"{report['dataset']}: {report['config']['queries']} queries", highlight=False)
+        out.print(table)
 
 
 @docs_app.command("list")

@@ -52,3 +52,71 @@ def document_view(doc: StoredDocument, *, with_chunks: bool = False) -> dict[str
         view["sections"] = [dict(s) for s in doc.outline]
         view["chunks"] = [chunk_view(c) for c in doc.chunks]
     return view
+
+
+def hit_view(hit: Any) -> dict[str, Any]:
+    chunk = hit.chunk
+    return {
+        "rank": hit.rank,
+        "score": round(hit.score, 6),
+        "document_id": chunk.document_id,
+        "document_title": hit.document_title,
+        "path": chunk.source_path,
+        "category": chunk.category,
+        "chunk_id": chunk.id,
+        "chunk_index": chunk.index,
+        "breadcrumb": chunk.breadcrumb,
+        "heading_path": list(chunk.heading_path),
+        "anchor": chunk.anchor,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "text": chunk.text,
+        "lanes": {
+            name: {"rank": lane.rank, "score": round(lane.score, 6), "score_label": lane.score_label}
+            for name, lane in hit.lanes.items()
+        },
+    }
+
+
+def filter_view(chosen: Any) -> dict[str, Any]:
+    return {"category": chosen.category, "source": chosen.source, "relaxed": chosen.relaxed}
+
+
+def search_view(result: Any) -> dict[str, Any]:
+    return {
+        "query": result.query,
+        "request_id": result.request_id,
+        "index_version": result.index_version,
+        "filter": filter_view(result.filter),
+        "hits": [hit_view(h) for h in result.hits],
+        "timings_ms": result.timings_ms,
+    }
+
+
+def hint_view(hint: Any) -> dict[str, Any]:
+    return {
+        "matches": [
+            {"document_id": m.document_id, "path": m.path, "title": m.title, "category": m.category,
+             "score": m.score, "field": m.field, "exact": m.exact, "matched_keywords": list(m.matched_keywords)}
+            for m in hint.matches
+        ],
+        "matched_keywords": list(hint.matched_keywords),
+        "domains": list(hint.domains),
+        "single_domain": hint.single_domain,
+    }
+
+
+def lookup_view(result: Any) -> dict[str, Any]:
+    view = {
+        "query": result.query,
+        "request_id": result.request_id,
+        "policy": result.policy,
+        "index_version": result.index_version,
+        "hint": hint_view(result.hint),
+        "filter": filter_view(result.filter),
+        "evidence": [hit_view(h) for h in result.evidence],
+        "timings_ms": result.timings_ms,
+    }
+    if result.explain:
+        view["explain"] = result.explain
+    return view
