@@ -36,9 +36,17 @@ class IndexedDocument:
     chunk_ids: tuple[str, ...]
 
 
+MAX_TERM_CHARS = 40
+
+
 def dictionary_words(doc: StoredDocument | IndexedDocument) -> list[str]:
-    """User-dictionary words a document contributes: its keywords and its title."""
-    return [*doc.keywords, doc.title]
+    """User-dictionary terms a document contributes: its keywords, and its title when the title
+    is one term (no spaces, at most 20 characters, e.g. ``支付网关``); sentences are not terms."""
+    terms = [k for k in doc.keywords if len(k) <= MAX_TERM_CHARS]
+    title = doc.title.strip()
+    if title and len(title) <= 20 and not any(ch.isspace() for ch in title):
+        terms.append(title)
+    return terms
 
 
 def lexical_text(chunk: Chunk) -> str:

@@ -216,3 +216,11 @@ def test_blank_preamble_after_frontmatter_folds_into_the_first_section():
     _, chunks = chunk_document(text, body_offset=text.index("\n# H1") - 0, path="p.md",
                                document_id="d", title="t", category="c")
     assert [c.breadcrumb for c in chunks] == ["H1 > Meaning"]
+
+
+def test_overlap_never_reaches_back_into_code():
+    code = "```\n" + "# 注释\nkubectl get pod\n" * 4 + "```\n\n"
+    prose = "超时 ERR_TIMEOUT 重试。" * 30 + "\n"
+    chunks = chunks_of("# T\n\n" + code + prose, size=200, overlap=80)
+    for c in chunks[1:]:
+        assert "```" not in c.text[: c.overlap]

@@ -4,8 +4,10 @@ Unlike the seeds' substring test, matches are scored and ordered. Each document'
 its tier: exact keyword 6 > partial keyword 5 > exact title 4 > partial title 3 > exact summary 2 >
 partial summary 1 > category 0.5; its other matches add up to 0.99 inside the tier (a document
 matching two keywords beats one matching one). *Exact* means the whole keyword (title, summary)
-occurs in the query, on identifier boundaries for ASCII edges; *partial* means some of its analysed
-parts occur (``timeout`` in ``ERR_TIMEOUT``, ``网关`` in ``支付网关``). Tokens shared by more than a
+occurs in the query, on identifier boundaries for ASCII edges; *partial* means a query word is a part of the
+keyword (``timeout`` in ``ERR_TIMEOUT``, ``网关`` in ``支付网关``); parts of a query identifier
+(``high`` of ``KafkaConsumerLagHigh``) count only when they cover half of the keyword's parts. Any
+shared title or summary token is a partial title or summary match. Tokens shared by more than a
 fifth of the documents' titles and summaries are too common to make a partial title/summary match.
 The single domain is the one category of the *strong* matches (exact keyword or exact title), else
 none: partial matches are too loose to narrow the search on.
@@ -13,11 +15,14 @@ none: partial matches are too loose to narrow the search on.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kbseek.core.analysis import Analyzer, normalize
+from kbseek.core.analysis import Analyzer, identifier_tokens, normalize
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?")
 
 TIERS = {
     ("keyword", True): 6.0,
@@ -86,7 +91,9 @@ class KeywordIndex:
     >>> index.upsert(KeywordEntry("d1", "api/pay.md", "支付网关错误码定义", "错误码含义", ("ERR_TIMEOUT",), "api"))
     >>> hint = index.analyze_query("timeout")
     >>> hint.matches[0].path, hint.matches[0].exact, hint.single_domain
-    ('api/pay.md', False, 'api')
+    ('api/pay.md', False, None)
+    >>> index.analyze_query("ERR_TIMEOUT 怎么办").single_domain
+    'api'
     """
 
     def __init__(self, analyzer: Analyzer) -> None:
@@ -152,6 +159,8 @@ class KeywordIndex:
         """Score every document whose frontmatter shares a token with ``query``."""
         norm = normalize(query)
         query_tokens = set(self.analyzer.tokens(query))
+        # parts of a query identifier (``high`` of ``KafkaConsumerLagHigh``) are weaker than words
+        derived = {p for raw in _IDENTIFIER.findall(query) for p in identifier_tokens(raw)[1:]}
         with self._lock:
             common = max(3, int(COMMON_SHARE * len(self._docs)))
             candidates: set[str] = set()
@@ -159,7 +168,7 @@ class KeywordIndex:
                 candidates |= self._postings.get(token, set())
             scored = []
             for doc_id in candidates:
-                match = self._score(self._docs[doc_id], norm, query_tokens, common)
+                match = self._score(self._docs[doc_id], norm, query_tokens, derived, common)
                 if match is not None:
                     scored.append(match)
         scored.sort(key=lambda m: (-m.score, m.path))
@@ -170,15 +179,17 @@ class KeywordIndex:
         single = next(iter(strong)) if len(strong) == 1 else None
         return KeywordHint(query, matches, keywords, domains, single)
 
-    def _score(self, doc: _Prepared, query: str, tokens: set[str], common: int) -> DocumentMatch | None:
+    def _score(
+        self, doc: _Prepared, query: str, tokens: set[str], derived: set[str], common: int
+    ) -> DocumentMatch | None:
         hits: list[tuple[float, float, str, bool]] = []  # tier, strength in [0, 1], field, exact
         matched: list[tuple[float, str]] = []
         for original, norm, parts in doc.keywords:
             if _contains(query, norm):
                 hits.append((TIERS["keyword", True], 1.0, "keyword", True))
                 matched.append((2.0, original))
-            elif parts & tokens:
-                coverage = len(parts & tokens) / len(parts)
+            elif (shared := parts & tokens) and (shared - derived or len(shared) * 2 >= len(parts)):
+                coverage = len(shared) / len(parts)
                 hits.append((TIERS["keyword", False], coverage, "keyword", False))
                 matched.append((coverage, original))
         for name, text, text_tokens in (("title", doc.title, doc.title_tokens),
@@ -189,7 +200,7 @@ class KeywordIndex:
             useful = {t for t in text_tokens if self._text_df[t] <= common}
             shared = useful & tokens
             coverage = len(shared) / max(1, len(useful))
-            if shared and (len(shared) >= 2 or coverage >= 0.5):
+            if shared:
                 hits.append((TIERS[name, False], coverage, name, False))
         if doc.category in tokens:
             hits.append((TIERS["category", True], 1.0, "category", True))

@@ -117,13 +117,14 @@ def chunk_document(
     drafts: list[tuple[Section, int, int, int]] = []  # section, start, end, overlap
     for group_start, section in _merge_bare_headings(text, sections):
         pieces = _pack(text, _blocks(text, group_start, section.end), chunk_size)
-        previous: tuple[int, int, str] | None = None
-        for start, end, last_kind in pieces:
+        previous: tuple[int, int, str, int] | None = None
+        for start, end, last_kind, last_start in pieces:
             lead = 0
             if previous is not None and previous[2] == "text":
-                lead = _overlap_start(text, previous[0], previous[1], min(overlap, chunk_size - (end - start)))
+                # repeat prose from the previous piece's last block only, never code before it
+                lead = _overlap_start(text, previous[3], previous[1], min(overlap, chunk_size - (end - start)))
             drafts.append((section, start - lead, end, lead))
-            previous = (start, end, last_kind)
+            previous = (start, end, last_kind, last_start)
     chunks = []
     for index, (section, start, end, lead) in enumerate(drafts):
         piece = text[start:end]
@@ -269,19 +270,22 @@ def _blocks(text: str, start: int, end: int) -> list[_Block]:
     return blocks
 
 
-def _pack(text: str, blocks: list[_Block], limit: int) -> list[tuple[int, int, str]]:
-    """Greedy packing of blocks into pieces of at most ``limit`` characters."""
-    pieces: list[tuple[int, int, str]] = []
-    current: tuple[int, int, str] | None = None
+def _pack(text: str, blocks: list[_Block], limit: int) -> list[tuple[int, int, str, int]]:
+    """Greedy packing of blocks into pieces of at most ``limit`` characters.
+
+    Each piece is ``(start, end, kind of its last unit, start of the block that unit came from)``.
+    """
+    pieces: list[tuple[int, int, str, int]] = []
+    current: tuple[int, int, str, int] | None = None
     for block in blocks:
         units = [block] if block.end - block.start <= limit else _split_block(text, block, limit)
         for unit in units:
             if current is not None and unit.end - current[0] <= limit:
-                current = (current[0], unit.end, unit.kind)
+                current = (current[0], unit.end, unit.kind, block.start)
                 continue
             if current is not None:
                 pieces.append(current)
-            current = (unit.start, unit.end, unit.kind)
+            current = (unit.start, unit.end, unit.kind, block.start)
     if current is not None:
         pieces.append(current)
     return pieces

@@ -1,0 +1,84 @@
+"""The measuring stick: judgment mapping, a real evaluation run, its JSON schema and cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kbseek.core.models import Chunk
+from kbseek.evaluation import DatasetError, JudgmentMapper, evaluate, load_dataset, parse_configs
+from tests.conftest import ROOT, write
+
+
+def chunk(path: str, *headings: str) -> Chunk:
+    return Chunk(id="c", document_id="d", index=0, total=1, title="t", breadcrumb="", headings=tuple(
+        (level, h) for level, h in enumerate(headings, 1)), anchor="", category="c", source_path=path,
+        text="", content_hash="", start=0, end=0, line_start=1, line_end=1)
+
+
+def test_heading_prefixes_match_segment_by_segment():
+    qrels = {"q": {"a.md#手册/排查步骤/步骤1": 3, "a.md#手册/排查步骤": 1, "b.md": 1}}
+    mapper = JudgmentMapper(qrels, markdown=True)
+    assert mapper.ids(chunk("a.md", "手册", "排查步骤", "步骤1")) == ["a.md#手册/排查步骤/步骤1", "a.md#手册/排查步骤"]
+    assert mapper.ids(chunk("a.md", "手册", "排查步骤", "步骤10")) == ["a.md#手册/排查步骤"]
+    assert mapper.ids(chunk("a.md", "手册", "其他")) == ["a.md#手册/其他"]  # unjudged: its own id
+    assert mapper.ids(chunk("b.md", "任意")) == ["b.md"]
+    # headings are compared the way the chunker normalises them
+    marked = JudgmentMapper({"q": {"a.md#**手册**/`ERR_TIMEOUT`  超时": 1}}, markdown=True)
+    assert marked.ids(chunk("a.md", "手册", "ERR_TIMEOUT 超时")) == ["a.md#**手册**/`ERR_TIMEOUT`  超时"]
+
+
+def test_corpus_ids_map_without_the_md_suffix():
+    mapper = JudgmentMapper({"q": {"123": 1}}, markdown=False)
+    assert mapper.ids(chunk("123.md", "Title")) == ["123"]
+
+
+def make_dataset(root: Path) -> Path:
+    write(root, "docs/pay.md", "---\ntitle: 支付网关错误码\nkeywords: [ERR_TIMEOUT]\nsummary: 错误码\n---\n"
+          "# 支付网关错误码\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n支付网关请求超时，检查下游。\n\n### ERR_SIGN\n\n签名校验失败。\n")
+    write(root, "docs/disk.md", "# 磁盘告警\n\n## 步骤1\n\n用 df -h 看磁盘使用率。\n\n## 步骤10\n\n清理日志文件。\n")
+    queries = [
+        {"_id": "q1", "text": "ERR_TIMEOUT 是什么", "metadata": {"split": "dev"}},
+        {"_id": "q2", "text": "磁盘满了怎么清理日志", "metadata": {"split": "test"}},
+        {"_id": "q3", "text": "签名校验失败", "metadata": {"split": "dev"}},
+    ]
+    write(root, "queries.jsonl", "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
+    write(root, "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\tpay.md#支付网关错误码/超时类错误/ERR_TIMEOUT\t2\n"
+          "q2\tdisk.md#磁盘告警/步骤10\t1\nq3\tpay.md#支付网关错误码/签名类错误/ERR_SIGN\t1\n")
+    return root
+
+
+def test_evaluation_run_matches_its_schema_and_reuses_the_cache(tmp_path):
+    dataset = load_dataset(make_dataset(tmp_path / "set"))
+    report = evaluate(dataset, policies=["lexical"], ks=(1, 5), depth=20, cache_root=tmp_path / "cache")
+    schema = json.loads((ROOT / "schemas" / "eval-run.schema.json").read_text("utf-8"))
+    jsonschema.validate(report, schema)
+    metrics = report["runs"][0]["metrics"]
+    assert metrics["hit@1"]["mean"] == pytest.approx(2 / 3, abs=1e-3)  # q3's judged heading path is wrong on purpose
+    assert metrics["recall@5"]["mean"] == pytest.approx(2 / 3, abs=1e-3)
+    q2 = next(p for p in report["runs"][0]["per_query"] if p["query_id"] == "q2")
+    assert q2["ranking"][0] == "disk.md#磁盘告警/步骤10"
+    again = evaluate(dataset, policies=["lexical"], ks=(1, 5), depth=20, cache_root=tmp_path / "cache")
+    assert again["runs"][0]["metrics"] == metrics
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+def test_split_configs_and_bad_inputs(tmp_path):
+    root = make_dataset(tmp_path / "set")
+    assert [q.id for q in load_dataset(root, split="dev").queries] == ["q1", "q3"]
+    dataset = load_dataset(root)
+    report = evaluate(dataset, policies=["lexical"], configs=parse_configs(["a:bm25_k1=0.9", "b:bm25_k1=1.5"]),
+                      ks=(3,), depth=10, cache_root=tmp_path / "cache")
+    assert [r["name"] for r in report["runs"]] == ["lexical/a", "lexical/b"]
+    with pytest.raises(DatasetError):
+        parse_configs(["nocolon"])
+    with pytest.raises(DatasetError):
+        parse_configs(["x:not_a_setting=1"])
+    with pytest.raises(DatasetError):
+        load_dataset(tmp_path / "missing")
+    write(root, "bad.tsv", "query-id\tcorpus-id\tscore\nq1\tonly-two\n")
+    with pytest.raises(DatasetError, match="bad.tsv:2"):
+        load_dataset(root, qrels="bad.tsv")

@@ -1,0 +1,88 @@
+"""Search and lookup through the service, kept in step with ingest, update and delete."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from kbseek.retrieval import QueryError
+from kbseek.service import KnowledgeBase
+from tests.conftest import EXAMPLES, ROOT, doc, write
+
+PAY = doc("支付网关错误码定义", "ERR_TIMEOUT, 支付网关", "错误码", "# 支付网关错误码定义\n\n## ERR_TIMEOUT\n\n请求超时，检查下游响应。\n", category="api")
+
+
+def test_changes_are_visible_to_the_next_query(kb, tmp_path):
+    kb.upload(PAY.encode(), "pay.md")
+    assert kb.search("ERR_TIMEOUT").hits[0].chunk.source_path == "api/pay.md"
+    kb.upload(PAY.replace("ERR_TIMEOUT", "ERR_EXPIRED").encode(), "pay.md")  # update
+    assert not any("ERR_TIMEOUT" in h.chunk.text for h in kb.search("ERR_TIMEOUT").hits)
+    assert kb.search("ERR_EXPIRED").hits[0].chunk.source_path == "api/pay.md"
+    assert kb.lookup("ERR_EXPIRED").hint.matches[0].path == "api/pay.md"
+    kb.delete("api/pay.md")
+    assert kb.search("ERR_EXPIRED").hits == () and kb.lookup("ERR_EXPIRED").hint.matches == ()
+
+
+def test_another_process_on_the_same_database_stays_fresh(settings):
+    first, second = KnowledgeBase.open(settings), KnowledgeBase.open(settings)
+    first.upload(PAY.encode(), "pay.md")
+    assert second.search("ERR_TIMEOUT").hits[0].chunk.source_path == "api/pay.md"
+    first.delete("api/pay.md")
+    assert second.search("ERR_TIMEOUT").hits == ()
+    first.close(), second.close()
+
+
+def test_dictionary_change_reanalyses_older_chunks(kb):
+    kb.upload(b"# Old\n\n\xe7\x86\x94\xe6\x96\xad\xe9\x99\x8d\xe7\xba\xa7\xe7\xad\x96\xe7\x95\xa5\xe8\xaf\xb4\xe6\x98\x8e\n", "old.md")
+    before = kb.indexes.index_version
+    tokens = kb.indexes.analyzer.tokens("熔断降级")
+    assert "熔断降级" not in tokens
+    kb.upload(doc("新", "熔断降级", "s", "# 新\n\n熔断降级的正文\n").encode(), "new.md")
+    assert kb.indexes.index_version != before
+    hits = kb.search("熔断降级").hits
+    assert {h.chunk.source_path for h in hits} == {"general/old.md", "general/new.md"}
+    old_chunk = next(h for h in hits if h.chunk.source_path == "general/old.md")
+    assert old_chunk.lanes["bm25"].score > 0
+
+
+def test_lookup_filters_to_the_single_domain_and_relaxes(kb, tmp_path):
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    result = kb.lookup("jmap 内存泄漏")
+    assert result.filter.category == "troubleshoot" and result.filter.source == "l0_single_domain"
+    assert all(h.chunk.category == "troubleshoot" for h in result.evidence)
+    assert result.evidence[0].chunk.source_path == "troubleshoot/jvm-oom.md"
+    # L0 points at 'api' but only another category's text matches the rest: the filter relaxes
+    kb.upload(doc("只在运维", "ONLY_OPS_TERM", "s", "# x\n\nzzqq 独有词\n", category="ops").encode(), "o.md")
+    relaxed = kb.lookup("ERR_TIMEOUT_UNKNOWN 支付网关错误码定义 zzqq", top_k=3, category=None)
+    assert relaxed.evidence
+    chosen = kb.lookup("ERR_TIMEOUT", category="domain")
+    assert chosen.filter.source == "request" and all(h.chunk.category == "domain" for h in chosen.evidence)
+
+
+def test_query_validation(kb):
+    for bad, top_k in (("", 5), ("   ", 5), ("x" * 5000, 5), ("ok", 0), ("ok", 100000)):
+        with pytest.raises(QueryError):
+            kb.search(bad, top_k=top_k)
+    with pytest.raises(QueryError, match="unknown policy"):
+        kb.lookup("ok", policy="magic")
+
+
+def test_search_and_lookup_json_match_their_schemas(tmp_path):
+    from typer.testing import CliRunner
+
+    from kbseek.interfaces.cli import app
+
+    runner = CliRunner()
+    home = str(tmp_path / "home")
+    assert runner.invoke(app, ["--home", home, "ingest", str(EXAMPLES / "knowledge_base")]).exit_code == 0
+    for command, name in ((["search", "HighCPUUsage 告警"], "search"), (["lookup", "ERR_TIMEOUT", "--explain"], "lookup")):
+        result = runner.invoke(app, ["--home", home, *command, "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        jsonschema.validate(data, json.loads((ROOT / "schemas" / f"{name}.schema.json").read_text("utf-8")))
+    assert data["evidence"][0]["path"] == "api/payment-errors.md"
+    assert data["hint"]["matches"][0]["exact"] is True
+    human = runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--explain"])
+    assert "troubleshoot/jvm-oom.md" in human.stdout and "single domain: troubleshoot" in human.stdout
