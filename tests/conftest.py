@@ -46,11 +46,12 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
         return Settings(home=home)
     url = request.getfixturevalue("postgres_url")
     engine = create_engine(url)
-    with engine.begin() as conn:  # every test starts from empty tables
-        exists = conn.execute(text("SELECT to_regclass('documents')")).scalar()
-        if exists:
-            conn.execute(text("TRUNCATE chunks, documents, kb_state"))
-    engine.dispose()
+    try:
+        with engine.begin() as conn:  # every test starts from empty tables
+            if conn.execute(text("SELECT to_regclass('documents')")).scalar():
+                conn.execute(text("TRUNCATE documents, kb_state CASCADE"))
+    finally:
+        engine.dispose()
     return Settings(home=home, database_url=url)
 
 

@@ -49,6 +49,8 @@ def test_dictionary_change_reanalyses_older_chunks(kb):
 
 def test_lookup_filters_to_the_single_domain_and_relaxes(kb, tmp_path):
     kb.ingest([EXAMPLES / "knowledge_base"])
+    assert kb.lookup("jmap 内存泄漏").filter.source == "none"  # off by default
+    kb.settings = kb.settings.model_copy(update={"domain_filter": True})
     result = kb.lookup("jmap 内存泄漏")
     assert result.filter.category == "troubleshoot" and result.filter.source == "l0_single_domain"
     assert all(h.chunk.category == "troubleshoot" for h in result.evidence)
@@ -86,3 +88,24 @@ def test_search_and_lookup_json_match_their_schemas(tmp_path):
     assert data["hint"]["matches"][0]["exact"] is True
     human = runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--explain"])
     assert "troubleshoot/jvm-oom.md" in human.stdout and "single domain: troubleshoot" in human.stdout
+    filtered = runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏"], env={"KBSEEK_DOMAIN_FILTER": "true"})
+    assert "filter: category=troubleshoot from l0_single_domain" in filtered.stdout
+
+
+def test_token_cache_makes_a_restart_analyse_nothing(settings):
+    first = KnowledgeBase.open(settings)
+    first.ingest([EXAMPLES / "knowledge_base"])
+    analysed = first.indexes.counters["analysed"]
+    assert analysed == first.stats()["chunks"] > 0
+    expected = first.search("HighCPUUsage").hits
+    first.close()
+    second = KnowledgeBase.open(settings)
+    assert second.indexes.counters == {"analysed": 0, "from_cache": analysed}
+    assert [(h.chunk.id, round(h.score, 5)) for h in second.search("HighCPUUsage").hits] == [
+        (h.chunk.id, round(h.score, 5)) for h in expected]
+    # a new keyword changes the dictionary: the cache is retagged, not thrown away
+    second.upload(doc("新", "限流熔断", "s", "# 新\n\n限流熔断\n").encode(), "new.md")
+    second.close()
+    third = KnowledgeBase.open(settings)
+    assert third.indexes.counters["analysed"] == 0
+    third.close()

@@ -212,6 +212,20 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
     return RunResult(name, policy, overrides, run, per_query, summary, seconds)
 
 
+QUERY_TIME_SETTINGS = {"domain_filter", "bm25_k1", "bm25_b", "log_level"}
+
+
+def _same_index(current: Settings, wanted: Settings) -> bool:
+    """Whether ``wanted`` differs from ``current`` only in settings applied at query time."""
+    ignore = QUERY_TIME_SETTINGS
+    return current.model_dump(exclude=ignore) == wanted.model_dump(exclude=ignore)
+
+
+def _apply_query_settings(kb: KnowledgeBase, settings: Settings) -> None:
+    kb.settings = settings
+    kb.indexes.bm25.k1, kb.indexes.bm25.b = settings.bm25_k1, settings.bm25_b
+
+
 def evaluate(
     dataset: Dataset, *, policies: list[str], configs: list[tuple[str, dict[str, Any]]] | None = None,
     ks: tuple[int, ...] = DEFAULT_K, depth: int = 100, cache_root: Path | None = None,
@@ -223,19 +237,25 @@ def evaluate(
     names = metric_names(tuple(sorted(set(ks))))
     runs = []
     timings: dict[str, float] = {}
-    for config_name, overrides in configs:
-        settings = base.model_copy(update=overrides)
-        home = cache_home(dataset, settings, cache_root or default_cache_root())
-        settings = Settings(**{**settings.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
-        started = time.perf_counter()
-        kb = open_dataset_kb(dataset, settings)
-        timings[f"build:{config_name}"] = round(time.perf_counter() - started, 3)
-        try:
+    kb: KnowledgeBase | None = None
+    try:
+        for config_name, overrides in configs:
+            settings = base.model_copy(update=overrides)
+            home = cache_home(dataset, settings, cache_root or default_cache_root())
+            settings = Settings(**{**settings.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
+            if kb is None or not _same_index(kb.settings, settings):
+                if kb is not None:
+                    kb.close()
+                started = time.perf_counter()
+                kb = open_dataset_kb(dataset, settings)
+                timings[f"build:{config_name}"] = round(time.perf_counter() - started, 3)
+            _apply_query_settings(kb, settings)
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
                 runs.append(run_policy(kb, dataset, policy=policy, depth=depth, names=names, name=name,
                                        overrides=overrides))
-        finally:
+    finally:
+        if kb is not None:
             kb.close()
     return {
         "dataset": dataset.name,

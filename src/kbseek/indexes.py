@@ -4,6 +4,8 @@ Every change to documents bumps a version counter in the database; ``refresh`` c
 version the indexes were built from and applies only the difference (documents added, changed or
 removed), so several processes sharing one database stay fresh too. When the user dictionary
 (keywords and titles) changes, only chunks that contain an added or removed word are re-analysed.
+Analysed tokens are cached in ``chunk_tokens`` under the analyser version (rules + dictionary), so a
+restart or a second evaluation run on the same corpus analyses nothing again.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Indexes:
         self.documents: dict[str, IndexedDocument] = {}
         self.chunks: dict[str, Chunk] = {}
         self.version = -1
+        self.counters = {"analysed": 0, "from_cache": 0}  # chunks, since start
         self._lock = threading.RLock()
 
     @property
@@ -86,16 +89,22 @@ class Indexes:
                        if d not in self.documents or self.documents[d].content_hash != digest]
             for doc_id in gone:
                 self._remove(doc_id)
+            first_load = not self.documents
             loaded = self.repository.load(changed) if changed else []
+            cached = self.repository.tokens(None if first_load else changed) if loaded else {}
             for doc in loaded:
                 self._remove(doc.id)
             words = [w for d in self.documents.values() for w in dictionary_words(d)]
             words += [w for d in loaded for w in dictionary_words(d)]
+            old_version = self.analyzer.version
             changed_words = self.analyzer.set_words(words)
+            fresh: list[tuple[str, str, list[str]]] = []
             if changed_words and self.documents:
-                self._reanalyse(changed_words)
+                self.repository.retag_tokens(old_version, self.analyzer.version)
+                fresh += self._reanalyse(changed_words)
             for doc in loaded:
-                self._add(doc)
+                fresh += self._add(doc, cached)
+            self.repository.save_tokens(fresh)
             self.version = version
             log.info(
                 "indexes refreshed: version=%d added/changed=%d removed=%d dictionary_changes=%d "
@@ -105,15 +114,27 @@ class Indexes:
             )
             return True
 
-    def _add(self, doc: StoredDocument) -> None:
+    def _add(self, doc: StoredDocument, cached: dict[str, tuple[str, list[str]]]) -> list[tuple[str, str, list[str]]]:
+        """Index a document; returns the chunks analysed afresh (for the token cache)."""
         self.documents[doc.id] = IndexedDocument(
             doc.id, doc.path, doc.title, doc.summary, doc.category, doc.keywords,
             doc.content_hash, tuple(c.id for c in doc.chunks),
         )
         self.keywords.upsert(_entry(doc))
+        version = self.analyzer.version
+        fresh = []
         for chunk in doc.chunks:
             self.chunks[chunk.id] = chunk
-            self.bm25.add(chunk.id, self.analyzer.tokens(lexical_text(chunk)), group=doc.category)
+            hit = cached.get(chunk.id)
+            if hit is not None and hit[0] == version:
+                tokens = hit[1]
+                self.counters["from_cache"] += 1
+            else:
+                self.counters["analysed"] += 1
+                tokens = self.analyzer.tokens(lexical_text(chunk))
+                fresh.append((chunk.id, version, tokens))
+            self.bm25.add(chunk.id, tokens, group=doc.category)
+        return fresh
 
     def _remove(self, doc_id: str) -> None:
         doc = self.documents.pop(doc_id, None)
@@ -124,9 +145,9 @@ class Indexes:
         for chunk_id in doc.chunk_ids:
             self.chunks.pop(chunk_id, None)
 
-    def _reanalyse(self, words: set[str]) -> None:
+    def _reanalyse(self, words: set[str]) -> list[tuple[str, str, list[str]]]:
         """Re-tokenise what the dictionary change can affect: texts containing a changed word."""
-        touched = 0
+        fresh = []
         for doc in self.documents.values():
             entry_text = normalize(" ".join([doc.title, doc.summary, *doc.keywords]))
             if any(w in entry_text for w in words):
@@ -135,9 +156,11 @@ class Indexes:
                 chunk = self.chunks[chunk_id]
                 text = lexical_text(chunk)
                 if any(w in normalize(text) for w in words):
-                    self.bm25.add(chunk_id, self.analyzer.tokens(text), group=doc.category)
-                    touched += 1
-        log.info("dictionary changed (%d words): re-analysed %d chunks", len(words), touched)
+                    tokens = self.analyzer.tokens(text)
+                    self.bm25.add(chunk_id, tokens, group=doc.category)
+                    fresh.append((chunk_id, self.analyzer.version, tokens))
+        log.info("dictionary changed (%d words): re-analysed %d chunks", len(words), len(fresh))
+        return fresh
 
 
 def _entry(doc: StoredDocument) -> KeywordEntry:

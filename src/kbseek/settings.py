@@ -49,7 +49,10 @@ class Settings(BaseSettings):
     log_level: str = Field(default="WARNING")
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
-    domain_filter: bool = Field(default=True, description="Filter to L0's single domain")
+    domain_filter: bool = Field(
+        default=False,
+        description="Filter the lexical lane to L0's single domain (measured: docs/evaluation.md)",
+    )
 
     @classmethod
     def settings_customise_sources(

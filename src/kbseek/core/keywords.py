@@ -9,8 +9,9 @@ keyword (``timeout`` in ``ERR_TIMEOUT``, ``网关`` in ``支付网关``); parts 
 (``high`` of ``KafkaConsumerLagHigh``) count only when they cover half of the keyword's parts. Any
 shared title or summary token is a partial title or summary match. Tokens shared by more than a
 fifth of the documents' titles and summaries are too common to make a partial title/summary match.
-The single domain is the one category of the *strong* matches (exact keyword or exact title), else
-none: partial matches are too loose to narrow the search on.
+A title or summary of a single token counts as partial even when it occurs whole. The single domain
+is the one category of the *strong* matches (exact keyword or exact title), else none: partial
+matches are too loose to narrow the search on.
 """
 
 from __future__ import annotations
@@ -195,7 +196,9 @@ class KeywordIndex:
         for name, text, text_tokens in (("title", doc.title, doc.title_tokens),
                                         ("summary", doc.summary, doc.summary_tokens)):
             if len(text) >= 2 and _contains(query, text):
-                hits.append((TIERS[name, True], 1.0, name, True))
+                # a one-word title ("RESTORE") is a weak, not an exact, title match
+                exact = len(text_tokens) >= 2
+                hits.append((TIERS[name, exact], 1.0, name, exact))
                 continue
             useful = {t for t in text_tokens if self._text_df[t] <= common}
             shared = useful & tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -10,11 +11,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
-from kbseek.adapters.sql.tables import ChunkRow, DocumentRow, StateRow, utcnow
+from kbseek.adapters.sql.tables import ChunkRow, ChunkTokensRow, DocumentRow, StateRow, utcnow
 from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
 from kbseek.errors import StorageError
 
+log = logging.getLogger("kbseek")
 VERSION_KEY = "version"
+TOKEN_SEPARATOR = "\x1f"
 
 
 class SqlRepository:
@@ -119,6 +122,43 @@ class SqlRepository:
                 by_doc.setdefault(chunk.document_id, []).append(chunk)
             return [_stored(row, by_doc.get(row.id, [])) for row in rows]
 
+    def tokens(self, document_ids: list[str] | None = None) -> dict[str, tuple[str, list[str]]]:
+        """Cached analysed tokens: ``{chunk id: (analyser version, tokens)}``."""
+        query = select(ChunkTokensRow.chunk_id, ChunkTokensRow.analyzer_version, ChunkTokensRow.tokens)
+        result: dict[str, tuple[str, list[str]]] = {}
+        with self._session() as session:
+            for batch in _batches(document_ids) if document_ids is not None else [None]:
+                chosen = query
+                if batch is not None:
+                    chosen = query.join(ChunkRow, ChunkRow.id == ChunkTokensRow.chunk_id).where(
+                        ChunkRow.document_id.in_(batch))
+                for cid, version, text in session.execute(chosen):
+                    result[cid] = (version, text.split(TOKEN_SEPARATOR) if text else [])
+        return result
+
+    def save_tokens(self, rows: list[tuple[str, str, list[str]]]) -> None:
+        """Upsert ``(chunk id, analyser version, tokens)``; a chunk deleted meanwhile is skipped."""
+        if not rows:
+            return
+        try:
+            with self._session() as session, session.begin():
+                live: set[str] = set()
+                for batch in _batches([r[0] for r in rows]):
+                    live.update(session.scalars(select(ChunkRow.id).where(ChunkRow.id.in_(batch))))
+                    session.execute(delete(ChunkTokensRow).where(ChunkTokensRow.chunk_id.in_(batch)))
+                values = [{"chunk_id": cid, "analyzer_version": version, "tokens": TOKEN_SEPARATOR.join(tokens)}
+                          for cid, version, tokens in rows if cid in live]
+                if values:
+                    session.execute(insert(ChunkTokensRow), values)
+        except SQLAlchemyError as exc:  # a cache: losing a write costs re-analysis, nothing else
+            log.warning("token cache not written: %s", exc)
+
+    def retag_tokens(self, old_version: str, new_version: str) -> None:
+        """Mark tokens still valid under a new analyser version (the dictionary change missed them)."""
+        with self._session() as session, session.begin():
+            session.execute(update(ChunkTokensRow).where(ChunkTokensRow.analyzer_version == old_version)
+                            .values(analyzer_version=new_version))
+
     def warnings(self) -> dict[str, list[str]]:
         """``{path: warnings}`` of the documents that have any."""
         with self._session() as session:
@@ -175,6 +215,12 @@ class SqlRepository:
                 return True
         except SQLAlchemyError as exc:
             raise StorageError(f"could not delete {path}: {exc}") from exc
+
+
+def _batches(items: list[str], size: int = 2000) -> Iterable[list[str]]:
+    """Keep ``IN (...)`` lists under SQLite's bound-parameter limit."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _bump_version(session: Session) -> None:

@@ -69,6 +69,18 @@ class ChunkRow(Base):
     overlap: Mapped[int] = mapped_column(Integer)
 
 
+class ChunkTokensRow(Base):
+    """The lexical index's analysed tokens of a chunk, valid while ``analyzer_version`` is current."""
+
+    __tablename__ = "chunk_tokens"
+
+    chunk_id: Mapped[str] = mapped_column(
+        String(16), ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
+    )
+    analyzer_version: Mapped[str] = mapped_column(String(64), index=True)
+    tokens: Mapped[str] = mapped_column(Text)  # joined by TOKEN_SEPARATOR
+
+
 class StateRow(Base):
     """Counters every process can read, e.g. ``version``: bumped by every change to documents."""
 
