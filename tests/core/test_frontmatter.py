@@ -104,3 +104,8 @@ def test_empty_frontmatter_block():
 def test_first_meaningful_line_skips_markup():
     body = "# T\n\n<!-- c -->\n| a | b |\n|---|---|\n> **注意**: 先止血\n"
     assert first_meaningful_line(body) == "注意: 先止血"
+
+
+def test_setext_h1_stands_in_for_the_title():
+    fm = parse("发布规范\n====\n\n```\n# 不是标题\n```\n正文第一行\n")
+    assert (fm.title, fm.title_source, fm.summary) == ("发布规范", "h1", "正文第一行")

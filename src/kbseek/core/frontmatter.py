@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from kbseek.core.markdown import find_sections, lines_outside_fences
 from kbseek.core.models import Frontmatter
 from kbseek.errors import FrontmatterError
 
@@ -18,7 +19,6 @@ SUMMARY_MAX_CHARS = 200
 _OPEN = re.compile(r"\A---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
-_ATX_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _MARKUP = re.compile(r"(\*\*|__|`|~~|^\s*(?:[-*+]|\d+[.)])\s+|^\s*>\s?)")
 
 
@@ -71,18 +71,9 @@ def parse_frontmatter(text: str, *, source: str, file_name: str) -> Frontmatter:
 
 def first_meaningful_line(body: str) -> str:
     """The first line of prose: not blank, not a heading, fence, table rule, comment or HTML."""
-    in_fence = None
-    for raw in body.splitlines():
+    for raw in lines_outside_fences(body):
         line = raw.strip()
-        fence = re.match(r"(`{3,}|~{3,})", line)
-        if fence:
-            marker = fence.group(1)
-            if in_fence is None:
-                in_fence = marker
-            elif marker[0] == in_fence[0] and len(marker) >= len(in_fence):
-                in_fence = None
-            continue
-        if in_fence or not line or line.startswith(("#", "<", "|", "---", "===", "***", "![")):
+        if not line or line.startswith(("#", "<", "|", "---", "===", "***", "![")):
             continue
         cleaned = _MARKUP.sub("", line).strip()
         if cleaned:
@@ -217,16 +208,8 @@ def _is_blank(value: Any) -> bool:
 
 
 def _first_h1(body: str) -> str:
-    in_fence = False
-    for line in body.splitlines():
-        if re.match(r" {0,3}(`{3,}|~{3,})", line):
-            in_fence = not in_fence
-            continue
-        if not in_fence:
-            match = _ATX_H1.match(line)
-            if match:
-                return match.group(1).strip()
-    return ""
+    """The first level-1 heading, ATX or setext, outside code fences."""
+    return next((section.heading for section in find_sections(body) if section.level == 1), "")
 
 
 def _stem(file_name: str) -> str:

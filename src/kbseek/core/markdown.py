@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kbseek.core.ids import AnchorAllocator, chunk_id, sha256_hex
@@ -153,6 +154,25 @@ def chunk_document(
     return sections, chunks
 
 
+def lines_outside_fences(text: str) -> Iterator[str]:
+    """The lines of ``text`` that are not inside a fenced code block (fences excluded)."""
+    fence: str | None = None
+    for line in text.splitlines():
+        if fence is not None:
+            if _closes(line, fence):
+                fence = None
+            continue
+        opening = _FENCE_OPEN.match(line)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            fence = opening.group(1)
+            continue
+        yield line
+
+
+def _closes(line: str, fence: str) -> bool:
+    return re.match(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", line) is not None
+
+
 def unclosed_fence_line(text: str, body_offset: int = 0) -> int | None:
     """1-based line of a code fence that is never closed (the rest of the file is then code)."""
     _, fence_start = _scan(text, body_offset)
@@ -175,7 +195,7 @@ def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
         start, position = position, position + len(line)
         content = line.rstrip("\r\n")
         if fence is not None:
-            if re.match(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", content):
+            if _closes(content, fence):
                 fence = None
             continue
         opening = _FENCE_OPEN.match(content)
@@ -239,7 +259,7 @@ def _blocks(text: str, start: int, end: int) -> list[_Block]:
         content = line.rstrip("\r\n")
         if fence is not None:
             blocks[-1] = _Block(blocks[-1].start, position, "code")
-            if re.match(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", content):
+            if _closes(content, fence):
                 fence = None
             continue
         opening = _FENCE_OPEN.match(content)
