@@ -71,10 +71,14 @@ def parse_frontmatter(text: str, *, source: str, file_name: str) -> Frontmatter:
 
 def first_meaningful_line(body: str) -> str:
     """The first line of prose: not blank, not a heading, fence, table rule, comment or HTML."""
-    for raw in lines_outside_fences(body):
+    lines = list(lines_outside_fences(body))
+    for number, raw in enumerate(lines):
         line = raw.strip()
         if not line or line.startswith(("#", "<", "|", "---", "===", "***", "![")):
             continue
+        following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+        if following and set(following) <= {"="} | {"-"} and len(set(following)) == 1:
+            continue  # a setext heading's text
         cleaned = _MARKUP.sub("", line).strip()
         if cleaned:
             return cleaned[:SUMMARY_MAX_CHARS]
