@@ -9,13 +9,17 @@ keyword (``timeout`` in ``ERR_TIMEOUT``, ``网关`` in ``支付网关``); parts 
 (``high`` of ``KafkaConsumerLagHigh``) count only when they cover half of the keyword's parts. Any
 shared title or summary token is a partial title or summary match. Tokens shared by more than a
 fifth of the documents' titles and summaries are too common to make a partial title/summary match.
-A title or summary of a single token counts as partial even when it occurs whole. The single domain
+A title or summary of a single token counts as partial even when it occurs whole. A token found in
+the frontmatter of more than 5% of the documents (and over 50 of them) selects no candidates: a
+hint every other document shares is no hint, and skipping it keeps ``analyze_query`` fast. The single domain
 is the one category of the *strong* matches (exact keyword or exact title), else none: partial
 matches are too loose to narrow the search on.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 import threading
 from collections import Counter
@@ -36,6 +40,8 @@ TIERS = {
 }
 STRONG_TIER = 4.0
 COMMON_SHARE = 0.2
+HINT_SHARE, MIN_HINT_DF = 0.05, 50
+MAX_CANDIDATES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +170,16 @@ class KeywordIndex:
         derived = {p for raw in _IDENTIFIER.findall(query) for p in identifier_tokens(raw)[1:]}
         with self._lock:
             common = max(3, int(COMMON_SHARE * len(self._docs)))
-            candidates: set[str] = set()
+            too_common = max(MIN_HINT_DF, int(HINT_SHARE * len(self._docs)))
+            weights: dict[str, float] = {}
             for token in query_tokens:
-                candidates |= self._postings.get(token, set())
+                holders = self._postings.get(token, ())
+                if len(holders) <= too_common:  # a token most documents share is no hint
+                    weight = 1.0 / math.log(2 + len(holders))  # rarer tokens weigh more
+                    for doc_id in holders:
+                        weights[doc_id] = weights.get(doc_id, 0.0) + weight
+            # score in full only the documents sharing the most (and rarest) tokens with the query
+            candidates = heapq.nlargest(MAX_CANDIDATES, weights, key=weights.__getitem__)
             scored = []
             for doc_id in candidates:
                 match = self._score(self._docs[doc_id], norm, query_tokens, derived, common)
@@ -200,9 +213,8 @@ class KeywordIndex:
                 exact = len(text_tokens) >= 2
                 hits.append((TIERS[name, exact], 1.0, name, exact))
                 continue
-            useful = {t for t in text_tokens if self._text_df[t] <= common}
-            shared = useful & tokens
-            coverage = len(shared) / max(1, len(useful))
+            shared = {t for t in text_tokens & tokens if self._text_df[t] <= common}
+            coverage = len(shared) / max(1, len(text_tokens))
             if shared:
                 hits.append((TIERS[name, False], coverage, name, False))
         if doc.category in tokens:
