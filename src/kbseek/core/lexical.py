@@ -167,6 +167,15 @@ class BM25Index:
             scores *= np.frombuffer(self._alive, dtype=np.int8)
             return scores
 
+    def order_within(self, tokens: Sequence[str], chunk_ids: Sequence[str]) -> list[str]:
+        """``chunk_ids`` by their BM25 score for ``tokens``, best first (given order breaks ties)."""
+        scores = self.scores(tokens)
+        if scores is None:
+            return list(chunk_ids)
+        position = {cid: i for i, cid in enumerate(chunk_ids)}
+        slot = self._slot
+        return sorted(chunk_ids, key=lambda c: (-float(scores[slot[c]]) if c in slot else 0.0, position[c]))
+
     def score_of(self, chunk_id: str, tokens: Sequence[str]) -> float:
         scores = self.scores(tokens)
         slot = self._slot.get(chunk_id)

@@ -11,11 +11,15 @@ from kbseek.core.models import Chunk
 
 @dataclass(frozen=True, slots=True)
 class LaneScore:
-    """One recall lane's view of a chunk: its rank (1-based) and raw score there."""
+    """One recall lane's view of a chunk: its rank (1-based) and the score the lane gave it.
+
+    ``score_label`` says what ``score`` is: ``bm25``, ``similarity`` (cosine, higher is closer) or
+    ``l0`` (the document's L0 match score).
+    """
 
     rank: int
     score: float
-    score_label: str  # what the score means: "bm25", "cosine", ...
+    score_label: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +44,12 @@ class CategoryFilter:
 class SearchResult:
     query: str
     request_id: str
+    policy: str
     hits: tuple[Hit, ...]
     filter: CategoryFilter
     index_version: str
     timings_ms: dict[str, float]
+    notes: tuple[str, ...] = ()  # degraded paths taken: a fallback store, a missing lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,4 +64,5 @@ class LookupResult:
     filter: CategoryFilter
     index_version: str
     timings_ms: dict[str, float]
+    notes: tuple[str, ...] = ()
     explain: dict[str, Any] = field(default_factory=dict)

@@ -139,14 +139,18 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many chunks.")] = 10,
     category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
+    policy: Annotated[Optional[str], typer.Option(help="hybrid | dense | lexical (default: the setting).")] = None,
+    threshold: Annotated[Optional[float], typer.Option(help="Minimum cosine similarity for the dense lane.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Ranked chunks with their document, breadcrumb and scores."""
     with _errors(as_json):
-        result = _open().search(query, top_k=top_k, category=category)
+        result = _open().search(query, top_k=top_k, category=category, policy=policy, threshold=threshold)
         if as_json:
             _print_json(search_view(result))
             return
+        for note in result.notes:
+            out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
         _print_hits(result.hits)
         out.print(f"[dim]{len(result.hits)} hit(s) in {result.timings_ms['total']:.1f} ms[/dim]", highlight=False)
 
@@ -163,7 +167,7 @@ def _print_hits(hits: Any) -> None:
 def lookup(
     query: Annotated[str, typer.Argument(help="The agent's question, alert text or error code.")],
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many evidence chunks.")] = 5,
-    policy: Annotated[str, typer.Option(help="Retrieval policy.")] = "lexical",
+    policy: Annotated[Optional[str], typer.Option(help="hybrid | dense | lexical (default: the setting).")] = None,
     category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
     explain: Annotated[bool, typer.Option(help="Show how the result was reached.")] = False,
     as_json: JsonFlag = False,
@@ -186,6 +190,8 @@ def lookup(
         if f.category:
             state = " (relaxed: it matched nothing)" if f.relaxed else ""
             out.print(f"filter: category={f.category} from {f.source}{state}", highlight=False)
+        for note in result.notes:
+            out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
         _print_hits(result.evidence)
         timings = ", ".join(f"{k} {v:.1f}" for k, v in result.timings_ms.items())
         out.print(f"[dim]{len(result.evidence)} evidence chunk(s); ms: {timings}[/dim]", highlight=False)
@@ -194,7 +200,7 @@ def lookup(
 @eval_app.command("run")
 def eval_run(
     dataset: Annotated[Path, typer.Argument(help="Dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
-    policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["lexical"],
+    policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["hybrid"],
     corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
     queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
     qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,

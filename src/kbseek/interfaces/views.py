@@ -71,11 +71,16 @@ def hit_view(hit: Any) -> dict[str, Any]:
         "line_start": chunk.line_start,
         "line_end": chunk.line_end,
         "text": chunk.text,
-        "lanes": {
-            name: {"rank": lane.rank, "score": round(lane.score, 6), "score_label": lane.score_label}
-            for name, lane in hit.lanes.items()
-        },
+        "lanes": {name: lane_view(lane) for name, lane in hit.lanes.items()},
     }
+
+
+def lane_view(lane: Any) -> dict[str, Any]:
+    """Seed 001's score fields: ``score`` is distance-like (lower is closer) for the dense lane,
+    ``raw_score`` what the lane computed, ``score_label`` which kind that is."""
+    score = 1.0 - lane.score if lane.score_label == "similarity" else lane.score
+    return {"rank": lane.rank, "score": round(score, 6), "raw_score": round(lane.score, 6),
+            "score_label": lane.score_label}
 
 
 def filter_view(chosen: Any) -> dict[str, Any]:
@@ -86,6 +91,8 @@ def search_view(result: Any) -> dict[str, Any]:
     return {
         "query": result.query,
         "request_id": result.request_id,
+        "policy": result.policy,
+        "notes": list(result.notes),
         "index_version": result.index_version,
         "filter": filter_view(result.filter),
         "hits": [hit_view(h) for h in result.hits],
@@ -111,6 +118,7 @@ def lookup_view(result: Any) -> dict[str, Any]:
         "query": result.query,
         "request_id": result.request_id,
         "policy": result.policy,
+        "notes": list(result.notes),
         "index_version": result.index_version,
         "hint": hint_view(result.hint),
         "filter": filter_view(result.filter),

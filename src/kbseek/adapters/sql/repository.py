@@ -11,7 +11,15 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
-from kbseek.adapters.sql.tables import ChunkRow, ChunkTokensRow, DocumentRow, StateRow, utcnow
+from kbseek.adapters.sql.tables import (
+    ChunkRow,
+    ChunkTokensRow,
+    DocumentRow,
+    EmbeddingRow,
+    MetaRow,
+    StateRow,
+    utcnow,
+)
 from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
 from kbseek.errors import StorageError
 
@@ -158,6 +166,38 @@ class SqlRepository:
         with self._session() as session, session.begin():
             session.execute(update(ChunkTokensRow).where(ChunkTokensRow.analyzer_version == old_version)
                             .values(analyzer_version=new_version))
+
+    def vectors(self, model_id: str, hashes: list[str]) -> dict[str, bytes]:
+        """Cached vectors (float32 bytes) of ``model_id`` by input-text hash."""
+        found: dict[str, bytes] = {}
+        with self._session() as session:
+            for batch in _batches(sorted(set(hashes))):
+                rows = session.execute(select(EmbeddingRow.text_hash, EmbeddingRow.vector).where(
+                    EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)))
+                found.update({digest: vector for digest, vector in rows})
+        return found
+
+    def save_vectors(self, model_id: str, dim: int, rows: dict[str, bytes]) -> None:
+        if not rows:
+            return
+        try:
+            with self._session() as session, session.begin():
+                for batch in _batches(list(rows)):
+                    session.execute(delete(EmbeddingRow).where(
+                        EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)))
+                    session.execute(insert(EmbeddingRow), [
+                        {"model_id": model_id, "text_hash": h, "dim": dim, "vector": rows[h]} for h in batch])
+        except SQLAlchemyError as exc:  # a cache: losing a write costs re-embedding, nothing else
+            log.warning("embedding cache not written: %s", exc)
+
+    def meta(self, key: str) -> str | None:
+        with self._session() as session:
+            return session.scalar(select(MetaRow.value).where(MetaRow.key == key))
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._session() as session, session.begin():
+            session.execute(delete(MetaRow).where(MetaRow.key == key))
+            session.execute(insert(MetaRow).values(key=key, value=value))
 
     def warnings(self) -> dict[str, list[str]]:
         """``{path: warnings}`` of the documents that have any."""

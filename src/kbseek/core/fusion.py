@@ -1,0 +1,55 @@
+"""Reciprocal rank fusion: ``score(c) = Σ_lanes weight_lane / (k + rank_lane(c))``, ranks from 1.
+
+Lanes are ranked lists of chunk ids; a chunk in several lanes is one result (merged by id, never
+by text). Higher fused scores are better; ties go to the better best-lane rank, then the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    chunk_id: str
+    score: float
+    ranks: dict[str, int]  # lane -> rank (1-based) where the chunk appeared
+
+
+def rrf(lanes: Mapping[str, Sequence[str]], *, k: int = 60, weights: Mapping[str, float] | None = None) -> list[Fused]:
+    """Fuse ranked lists of ids.
+
+    >>> [(f.chunk_id, round(f.score, 5)) for f in rrf({"bm25": ["a", "b"], "dense": ["b", "c"]})]
+    [('b', 0.03252), ('a', 0.01639), ('c', 0.01613)]
+    """
+    if k < 0:
+        raise ValueError(f"rrf k must be >= 0, got {k}")
+    scores: dict[str, float] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for lane, ids in lanes.items():
+        weight = 1.0 if weights is None else weights.get(lane, 1.0)
+        seen: set[str] = set()
+        for rank, chunk_id in enumerate(ids, 1):
+            if chunk_id in seen:  # a lane lists a chunk once; later repeats are ignored
+                continue
+            seen.add(chunk_id)
+            ranks.setdefault(chunk_id, {})[lane] = rank
+            if weight:
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (k + rank)
+    fused = [Fused(cid, scores.get(cid, 0.0), ranks[cid]) for cid in ranks if scores.get(cid, 0.0) > 0]
+    fused.sort(key=lambda f: (-f.score, min(f.ranks.values()), f.chunk_id))
+    return fused
+
+
+def l0_lane(document_ranking: Sequence[str], chunks_by_document: Mapping[str, Sequence[str]], *,
+            per_document: int = 2) -> list[str]:
+    """The L0 lane: each matched document's chunks (already in lexical order), in L0 document order.
+
+    >>> l0_lane(["d2", "d1"], {"d1": ["c1", "c2", "c3"], "d2": ["c9"]})
+    ['c9', 'c1', 'c2']
+    """
+    lane: list[str] = []
+    for doc_id in document_ranking:
+        lane.extend(list(chunks_by_document.get(doc_id, ()))[:per_document])
+    return lane

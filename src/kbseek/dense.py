@@ -1,0 +1,172 @@
+"""The dense lane (L1): chunk vectors in a vector store, kept in step with the database.
+
+Vectors come from the embedding cache when the same input text was embedded by the same model
+before, so re-ingesting unchanged chunks embeds nothing. Each model has its own collection; when
+the configured model differs from the one the knowledge base last used, that is logged and the new
+collection is filled (re-embedding), never mixed. Mode ``auto`` uses Milvus and falls back to the
+in-process store when Milvus fails; the fallback is reported in every result. With a local Milvus
+Lite, queries are answered by an in-process mirror (Milvus Lite is pure Python and slower:
+``docs/benchmarks.md``); Milvus stays the persistent copy and the path to a server.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.adapters.vectors_local import LocalVectorStore
+from kbseek.core.ids import sha256_hex
+from kbseek.core.models import Chunk, StoredDocument
+from kbseek.errors import KbseekError
+from kbseek.ports import Embedder, VectorHit, VectorRecord, VectorStore
+
+if TYPE_CHECKING:
+    from kbseek.settings import Settings
+
+log = logging.getLogger("kbseek")
+INPUT_VARIANTS = ("full", "breadcrumb", "text")
+BATCH = 32
+
+
+def embedding_input(chunk: Chunk, variant: str = "full") -> str:
+    """What is embedded for a chunk: path + title + breadcrumb + text (``full``), or less."""
+    if variant == "text":
+        return chunk.text
+    if variant == "breadcrumb":
+        return f"{chunk.breadcrumb}\n{chunk.text}"
+    return f"{chunk.source_path}\n{chunk.title}\n{chunk.breadcrumb}\n{chunk.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class DenseResult:
+    hits: list[VectorHit]
+    embed_ms: float
+    search_ms: float
+    served_by: str
+
+
+class DenseIndex:
+    """Owns the vector store(s) for one embedder and keeps them equal to the database's chunks."""
+
+    def __init__(self, repository: SqlRepository, embedder: Embedder, store: VectorStore, *,
+                 mirror: LocalVectorStore | None = None, variant: str = "full", fallback: str | None = None) -> None:
+        if variant not in INPUT_VARIANTS:
+            raise ValueError(f"embedding input variant {variant!r} is not one of {', '.join(INPUT_VARIANTS)}")
+        self.repository, self.embedder, self.store, self.mirror = repository, embedder, store, mirror
+        self.variant, self.fallback = variant, fallback
+        self.counters = {"embedded": 0, "from_cache": 0}
+        self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
+
+    @property
+    def query_store(self) -> VectorStore:
+        return self.mirror if self.mirror is not None else self.store
+
+    def sync(self, loaded: Sequence[StoredDocument], removed: Sequence[str], *, first: bool) -> None:
+        """Apply one refresh: ``loaded`` documents were added or changed, ``removed`` chunk ids went."""
+        started = time.perf_counter()
+        if first:
+            self._note_model()
+        chunks = [c for doc in loaded for c in doc.chunks]
+        stale = list(removed)
+        if first and self.store is not self.query_store:
+            wanted = {c.id for c in chunks}
+            present = self.store.ids()
+            stale += sorted(present - wanted)  # orphans left by a crash
+            missing = [c for c in chunks if c.id not in present]
+        else:
+            missing = chunks
+        records = self._records(chunks)
+        for store in self._stores():
+            store.delete(stale)
+        if self.mirror is not None:
+            self.mirror.upsert([records[c.id] for c in chunks])
+        self.store.upsert([records[c.id] for c in missing])
+        if chunks or stale:
+            log.info("dense lane: %d chunks upserted, %d deleted, embedded=%d cached=%d in %.0f ms",
+                     len(missing), len(stale), self.counters["embedded"], self.counters["from_cache"],
+                     (time.perf_counter() - started) * 1000)
+
+    def _stores(self) -> list[VectorStore]:
+        return [self.store] if self.mirror is None else [self.store, self.mirror]
+
+    def _records(self, chunks: Sequence[Chunk]) -> dict[str, VectorRecord]:
+        texts = {c.id: embedding_input(c, self.variant) for c in chunks}
+        hashes = {cid: sha256_hex(text) for cid, text in texts.items()}
+        cached = self.repository.vectors(self.model_id, list(hashes.values()))
+        todo = sorted({h for h in hashes.values() if h not in cached})
+        by_hash = {hashes[cid]: texts[cid] for cid in texts}
+        for start in range(0, len(todo), BATCH):
+            batch = todo[start : start + BATCH]
+            vectors = self.embedder.embed_documents([by_hash[h] for h in batch])
+            fresh = {h: v.astype("<f4").tobytes() for h, v in zip(batch, vectors)}
+            self.repository.save_vectors(self.model_id, self.embedder.dim, fresh)  # progress survives a crash
+            cached.update(fresh)
+            self.counters["embedded"] += len(batch)
+        self.counters["from_cache"] += len(chunks) - len(todo)
+        return {
+            c.id: VectorRecord(c.id, np.frombuffer(cached[hashes[c.id]], dtype="<f4"), c.document_id, c.category,
+                               c.source_path, c.source_path.rsplit("/", 1)[-1], c.index, c.total, c.title, c.breadcrumb)
+            for c in chunks
+        }
+
+    def _note_model(self) -> None:
+        previous = self.repository.meta("embedding_model")
+        if previous != self.model_id:
+            if previous:
+                log.warning("embedding model changed from %s to %s: chunks are re-embedded into a new "
+                            "collection (cached vectors of the new model are reused)", previous, self.model_id)
+            self.repository.set_meta("embedding_model", self.model_id)
+
+    def search(self, query: str, *, top_k: int, categories: Sequence[str] | None = None,
+               threshold: float | None = None) -> DenseResult:
+        started = time.perf_counter()
+        vector = self.embedder.embed_queries([query])[0]
+        embedded = time.perf_counter()
+        served = self.query_store
+        try:
+            hits = served.search(vector, top_k=top_k, categories=categories, threshold=threshold)
+        except KbseekError as exc:
+            if self.mirror is None:
+                raise
+            log.warning("vector store %s failed (%s); answered from the in-process mirror", served.name, exc)
+            served = self.mirror
+            hits = served.search(vector, top_k=top_k, categories=categories, threshold=threshold)
+        done = time.perf_counter()
+        return DenseResult(hits, round((embedded - started) * 1000, 3), round((done - embedded) * 1000, 3), served.name)
+
+    def close(self) -> None:
+        for store in self._stores():
+            store.close()
+
+
+def open_dense(settings: "Settings", repository: SqlRepository) -> DenseIndex | None:
+    """The dense lane the settings ask for, or ``None`` when ``embedder`` is ``none``."""
+    from kbseek.adapters.embedders import load_embedder
+    from kbseek.adapters.vectors_milvus import MilvusVectorStore
+
+    embedder = load_embedder(settings.embedder, url=settings.embedder_url, model=settings.embedder_model,
+                             api_key=settings.embedder_api_key)
+    if embedder is None:
+        return None
+    model = f"{embedder.model_id}|{settings.embedding_input}"
+    if settings.vector_store == "local":
+        return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim), variant=settings.embedding_input)
+    try:
+        store = MilvusVectorStore(uri=settings.milvus_target, dim=embedder.dim, model_id=model,
+                                  token=settings.milvus_token)
+    except KbseekError as exc:
+        if settings.vector_store == "milvus":
+            raise
+        note = f"vector store fallback: Milvus unavailable ({exc.message}); using the in-process store"
+        log.warning("%s", note)
+        return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim),
+                          variant=settings.embedding_input, fallback=note)
+    lite = not settings.milvus_uri or settings.milvus_uri.endswith(".db")
+    mirror = LocalVectorStore(dim=embedder.dim) if lite and settings.milvus_local_queries else None
+    return DenseIndex(repository, embedder, store, mirror=mirror, variant=settings.embedding_input)

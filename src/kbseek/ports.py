@@ -1,0 +1,83 @@
+"""The replaceable backends, one small Protocol each; contracts live in the docstrings.
+
+Every implementation passes the shared conformance suite in ``tests/test_vector_stores.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text → unit-length float32 vectors, offline.
+
+    ``model_id`` names the model *and* its build (vectors of different ids are never mixed);
+    ``dim`` is the vector size. Documents and queries may be embedded differently (e5 prefixes
+    ``passage:``/``query:``), so callers use the matching method. Both return ``(len(texts), dim)``.
+    """
+
+    model_id: str
+    dim: int
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    """One chunk's vector with the seeds' metadata (``_source``, ``_file_name``, category, …)."""
+
+    chunk_id: str
+    vector: np.ndarray
+    document_id: str
+    category: str
+    source: str  # document path
+    file_name: str
+    chunk_index: int
+    total_chunks: int
+    title: str
+    breadcrumb: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """``similarity`` is cosine similarity, higher is closer (what both stores compute)."""
+
+    chunk_id: str
+    similarity: float
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Vectors of one embedding model, searchable by cosine similarity.
+
+    * ``upsert`` replaces records with the same chunk id; it is durable and searchable once it returns.
+    * ``delete`` ignores unknown ids.
+    * ``search`` returns at most ``top_k`` hits, best first, only those with ``similarity >=
+      threshold`` when a threshold is given, and only of ``categories`` when given. Category values
+      are data, never code: a store must not let one change the query.
+    * ``ids`` lists every stored chunk id (drift repair compares them with the database).
+    """
+
+    name: str
+
+    def upsert(self, records: Sequence[VectorRecord]) -> None: ...
+
+    def delete(self, chunk_ids: Sequence[str]) -> None: ...
+
+    def search(
+        self, vector: np.ndarray, *, top_k: int, categories: Sequence[str] | None = None,
+        threshold: float | None = None,
+    ) -> list[VectorHit]: ...
+
+    def ids(self) -> set[str]: ...
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...
