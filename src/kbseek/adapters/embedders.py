@@ -95,6 +95,9 @@ class OpenAIEmbedder:
                 payload = json.load(response)
             rows = sorted(payload["data"], key=lambda item: item.get("index", 0))
             return np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise EmbeddingError(f"embedding server {self.url} answered HTTP {exc.code}") from exc
         except (urllib.error.URLError, TimeoutError, KeyError, ValueError, TypeError) as exc:
             raise EmbeddingError(f"embedding server {self.url} failed: {exc}") from exc
 

