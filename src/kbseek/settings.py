@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     embedder_url: str = Field(default="", description="openai embedder: the /v1 base URL")
     embedder_model: str = Field(default="", description="openai embedder: the model name")
     embedder_api_key: str = Field(default="", description="openai embedder: Bearer key")
-    embedding_input: str = Field(default="full", description="full | breadcrumb | text (what is embedded)")
+    embedding_input: str = Field(default="breadcrumb", description="full | breadcrumb | text (what is embedded)")
     vector_store: str = Field(default="auto", description="auto | milvus | local")
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
     milvus_token: str = Field(default="", description="Milvus server token")

