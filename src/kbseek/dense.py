@@ -34,6 +34,19 @@ INPUT_VARIANTS = ("full", "breadcrumb", "text")
 BATCH = 32
 
 
+DOCUMENT_PREFIX = "D"  # vector ids of document summaries: "D" + document id (chunk ids are 16 hex)
+
+
+def summary_input(doc: StoredDocument) -> str:
+    """What is embedded for a document with an author-written summary: title, summary, keywords."""
+    return f"{doc.title}\n{doc.summary}\n{', '.join(doc.keywords)}"
+
+
+def has_summary_vector(doc: StoredDocument) -> bool:
+    """Only summaries an author wrote are embedded; a derived first line repeats the first chunk."""
+    return doc.summary_source == "frontmatter" and bool(doc.summary)
+
+
 def embedding_input(chunk: Chunk, variant: str = "full") -> str:
     """What is embedded for a chunk: path + title + breadcrumb + text (``full``), or less."""
     if variant == "text":
@@ -55,11 +68,12 @@ class DenseIndex:
     """Owns the vector store(s) for one embedder and keeps them equal to the database's chunks."""
 
     def __init__(self, repository: SqlRepository, embedder: Embedder, store: VectorStore, *,
-                 mirror: LocalVectorStore | None = None, variant: str = "full", fallback: str | None = None) -> None:
+                 mirror: LocalVectorStore | None = None, variant: str = "full", fallback: str | None = None,
+                 summaries: bool = True) -> None:
         if variant not in INPUT_VARIANTS:
             raise ValueError(f"embedding input variant {variant!r} is not one of {', '.join(INPUT_VARIANTS)}")
         self.repository, self.embedder, self.store, self.mirror = repository, embedder, store, mirror
-        self.variant, self.fallback = variant, fallback
+        self.variant, self.fallback, self.summaries = variant, fallback, summaries
         self.counters = {"embedded": 0, "from_cache": 0}
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
 
@@ -67,26 +81,30 @@ class DenseIndex:
     def query_store(self) -> VectorStore:
         return self.mirror if self.mirror is not None else self.store
 
-    def sync(self, loaded: Sequence[StoredDocument], removed: Sequence[str], *, first: bool) -> None:
-        """Apply one refresh: ``loaded`` documents were added or changed, ``removed`` chunk ids went."""
+    def sync(self, loaded: Sequence[StoredDocument], removed: Sequence[str], *, first: bool,
+             removed_documents: Sequence[str] = ()) -> None:
+        """Apply one refresh: ``loaded`` documents were added or changed, ``removed`` chunk ids and
+        ``removed_documents`` (ids) went."""
         started = time.perf_counter()
         if first:
             self._note_model()
         chunks = [c for doc in loaded for c in doc.chunks]
-        stale = list(removed)
-        if first and self.store is not self.query_store:
-            wanted = {c.id for c in chunks}
-            present = self.store.ids()
-            stale += sorted(present - wanted)  # orphans left by a crash
-            missing = [c for c in chunks if c.id not in present]
-        else:
-            missing = chunks
         records = self._records(chunks)
+        if self.summaries:
+            records.update(self._summary_records([d for d in loaded if has_summary_vector(d)]))
+        stale = list(removed) + [DOCUMENT_PREFIX + d for d in removed_documents]
+        stale += [DOCUMENT_PREFIX + d.id for d in loaded if DOCUMENT_PREFIX + d.id not in records]
+        if first and self.store is not self.query_store:
+            present = self.store.ids()
+            stale += sorted(present - set(records))  # orphans left by a crash
+            missing = [r for key, r in records.items() if key not in present]
+        else:
+            missing = list(records.values())
         for store in self._stores():
             store.delete(stale)
         if self.mirror is not None:
-            self.mirror.upsert([records[c.id] for c in chunks])
-        self.store.upsert([records[c.id] for c in missing])
+            self.mirror.upsert(list(records.values()))
+        self.store.upsert(missing)
         if chunks or stale:
             log.info("dense lane: %d chunks upserted, %d deleted, embedded=%d cached=%d in %.0f ms",
                      len(missing), len(stale), self.counters["embedded"], self.counters["from_cache"],
@@ -95,12 +113,28 @@ class DenseIndex:
     def _stores(self) -> list[VectorStore]:
         return [self.store] if self.mirror is None else [self.store, self.mirror]
 
+    def _summary_records(self, docs: Sequence[StoredDocument]) -> dict[str, VectorRecord]:
+        vectors = self._vectors({DOCUMENT_PREFIX + d.id: summary_input(d) for d in docs})
+        return {
+            DOCUMENT_PREFIX + d.id: VectorRecord(DOCUMENT_PREFIX + d.id, vectors[DOCUMENT_PREFIX + d.id], d.id,
+                                                 d.category, d.path, d.file_name, -1, d.chunk_count, d.title, d.title)
+            for d in docs
+        }
+
     def _records(self, chunks: Sequence[Chunk]) -> dict[str, VectorRecord]:
-        texts = {c.id: embedding_input(c, self.variant) for c in chunks}
-        hashes = {cid: sha256_hex(text) for cid, text in texts.items()}
+        vectors = self._vectors({c.id: embedding_input(c, self.variant) for c in chunks})
+        return {
+            c.id: VectorRecord(c.id, vectors[c.id], c.document_id, c.category, c.source_path,
+                               c.source_path.rsplit("/", 1)[-1], c.index, c.total, c.title, c.breadcrumb)
+            for c in chunks
+        }
+
+    def _vectors(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
+        """Vectors for ``{key: input text}``: from the cache by text hash, else embedded (and cached)."""
+        hashes = {key: sha256_hex(text) for key, text in texts.items()}
         cached = self.repository.vectors(self.model_id, list(hashes.values()))
         todo = sorted({h for h in hashes.values() if h not in cached})
-        by_hash = {hashes[cid]: texts[cid] for cid in texts}
+        by_hash = {hashes[key]: texts[key] for key in texts}
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
             vectors = self.embedder.embed_documents([by_hash[h] for h in batch])
@@ -108,12 +142,8 @@ class DenseIndex:
             self.repository.save_vectors(self.model_id, self.embedder.dim, fresh)  # progress survives a crash
             cached.update(fresh)
             self.counters["embedded"] += len(batch)
-        self.counters["from_cache"] += len(chunks) - len(todo)
-        return {
-            c.id: VectorRecord(c.id, np.frombuffer(cached[hashes[c.id]], dtype="<f4"), c.document_id, c.category,
-                               c.source_path, c.source_path.rsplit("/", 1)[-1], c.index, c.total, c.title, c.breadcrumb)
-            for c in chunks
-        }
+        self.counters["from_cache"] += len(texts) - len(todo)
+        return {key: np.frombuffer(cached[hashes[key]], dtype="<f4") for key in texts}
 
     def _note_model(self) -> None:
         previous = self.repository.meta("embedding_model")
@@ -156,7 +186,8 @@ def open_dense(settings: "Settings", repository: SqlRepository) -> DenseIndex | 
         return None
     model = f"{embedder.model_id}|{settings.embedding_input}"
     if settings.vector_store == "local":
-        return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim), variant=settings.embedding_input)
+        return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim), variant=settings.embedding_input,
+                          summaries=settings.embed_summaries)
     try:
         store = MilvusVectorStore(uri=settings.milvus_target, dim=embedder.dim, model_id=model,
                                   token=settings.milvus_token)
@@ -166,7 +197,8 @@ def open_dense(settings: "Settings", repository: SqlRepository) -> DenseIndex | 
         note = f"vector store fallback: Milvus unavailable ({exc.message}); using the in-process store"
         log.warning("%s", note)
         return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim),
-                          variant=settings.embedding_input, fallback=note)
+                          variant=settings.embedding_input, fallback=note, summaries=settings.embed_summaries)
     lite = not settings.milvus_uri or settings.milvus_uri.endswith(".db")
     mirror = LocalVectorStore(dim=embedder.dim) if lite and settings.milvus_local_queries else None
-    return DenseIndex(repository, embedder, store, mirror=mirror, variant=settings.embedding_input)
+    return DenseIndex(repository, embedder, store, mirror=mirror, variant=settings.embedding_input,
+                      summaries=settings.embed_summaries)

@@ -112,7 +112,8 @@ class Indexes:
             self.repository.save_tokens(fresh)
             if self.dense is not None:
                 new_ids = {c.id for d in loaded for c in d.chunks}
-                self.dense.sync(loaded, [c for c in removed_chunks if c not in new_ids], first=first_load)
+                self.dense.sync(loaded, [c for c in removed_chunks if c not in new_ids], first=first_load,
+                                removed_documents=gone)
             self.version = version
             log.info(
                 "indexes refreshed: version=%d added/changed=%d removed=%d dictionary_changes=%d "

@@ -19,6 +19,7 @@ from typing import Any
 from kbseek.core.fusion import l0_lane, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
+from kbseek.dense import DOCUMENT_PREFIX
 from kbseek.errors import KbseekError
 from kbseek.indexes import Indexes
 from kbseek.logs import request_scope
@@ -94,8 +95,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
             notes.append("dense lane unavailable: no embedder configured")
         else:
             result = dense.search(query, top_k=depth, categories=groups, threshold=threshold)
-            lanes["dense"] = [h.chunk_id for h in result.hits if h.chunk_id in indexes.chunks]
-            raw["dense"] = {h.chunk_id: h.similarity for h in result.hits}
+            lanes["dense"], raw["dense"] = _dense_lane(indexes, tokens, result.hits)
             timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
             if dense.fallback:
                 notes.append(dense.fallback)
@@ -123,6 +123,24 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
 
 
 _LABELS = {"bm25": "bm25", "dense": "similarity", "l0": "l0"}
+
+
+def _dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[list[str], dict[str, float]]:
+    """Chunk hits as they are; a document-summary hit stands for the document's best chunk
+    (lexical order inside it), unless that chunk is already in the lane."""
+    lane: list[str] = []
+    scores: dict[str, float] = {}
+    for hit in hits:
+        chunk_id = hit.chunk_id
+        if chunk_id.startswith(DOCUMENT_PREFIX):
+            doc = indexes.documents.get(chunk_id[len(DOCUMENT_PREFIX):])
+            if doc is None or not doc.chunk_ids:
+                continue
+            chunk_id = indexes.bm25.order_within(tokens, doc.chunk_ids)[0]
+        if chunk_id in indexes.chunks and chunk_id not in scores:
+            lane.append(chunk_id)
+            scores[chunk_id] = hit.similarity
+    return lane, scores
 
 
 def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: CategoryFilter,

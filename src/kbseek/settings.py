@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     embedder_model: str = Field(default="", description="openai embedder: the model name")
     embedder_api_key: str = Field(default="", description="openai embedder: Bearer key")
     embedding_input: str = Field(default="breadcrumb", description="full | breadcrumb | text (what is embedded)")
+    embed_summaries: bool = Field(default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary")
     vector_store: str = Field(default="auto", description="auto | milvus | local")
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
     milvus_token: str = Field(default="", description="Milvus server token")
