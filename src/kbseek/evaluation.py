@@ -212,7 +212,8 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
     return RunResult(name, policy, overrides, run, per_query, summary, seconds)
 
 
-QUERY_TIME_SETTINGS = {"domain_filter", "bm25_k1", "bm25_b", "log_level"}
+QUERY_TIME_SETTINGS = {"domain_filter", "bm25_k1", "bm25_b", "log_level", "policy", "rrf_k", "weight_bm25",
+                       "weight_dense", "weight_l0", "lane_depth"}
 
 
 def _same_index(current: Settings, wanted: Settings) -> bool:
