@@ -213,7 +213,7 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
 
 
 QUERY_TIME_SETTINGS = {"domain_filter", "bm25_k1", "bm25_b", "log_level", "policy", "rrf_k", "weight_bm25",
-                       "weight_dense", "weight_l0", "lane_depth"}
+                       "weight_dense", "weight_l0", "lane_depth", "fusion"}
 
 
 def _same_index(current: Settings, wanted: Settings) -> bool:

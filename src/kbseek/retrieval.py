@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbseek.core.fusion import l0_lane, rrf
+from kbseek.core.fusion import l0_lane, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
 from kbseek.dense import DOCUMENT_PREFIX
@@ -26,6 +26,7 @@ from kbseek.logs import request_scope
 
 log = logging.getLogger("kbseek")
 POLICIES = ("hybrid", "dense", "lexical")
+FUSION_METHODS = ("rrf", "rsf")
 MAX_TOP_K = 1000
 MAX_QUERY_CHARS = 4000
 
@@ -44,8 +45,11 @@ class FusionConfig:
     weights: dict[str, float] = field(default_factory=lambda: {"bm25": 1.0, "dense": 1.0, "l0": 0.5})
     lane_depth: int = 50  # candidates each lane contributes
     l0_chunks_per_document: int = 2
+    method: str = "rrf"  # or "rsf": relative score fusion
 
     def __post_init__(self) -> None:
+        if self.method not in FUSION_METHODS:
+            raise ValueError(f"fusion method {self.method!r} is not one of {', '.join(FUSION_METHODS)}")
         if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
             raise ValueError("rrf_k >= 0, lane_depth >= 1 and l0_chunks_per_document >= 1 are required")
         for lane, weight in self.weights.items():
@@ -111,6 +115,9 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
     if len(lanes) == 1:
         (lane, ids), = lanes.items()
         ranked = [(cid, raw[lane][cid], {lane: rank}) for rank, cid in enumerate(ids, 1)]
+    elif config.method == "rsf":
+        scored = {lane: [(cid, raw[lane][cid]) for cid in ids] for lane, ids in lanes.items()}
+        ranked = [(f.chunk_id, f.score, f.ranks) for f in relative_score_fusion(scored, weights=config.weights)]
     else:
         ranked = [(f.chunk_id, f.score, f.ranks) for f in rrf(lanes, k=config.rrf_k, weights=config.weights)]
     hits = []

@@ -248,7 +248,7 @@ class KnowledgeBase:
 
     def fusion_config(self) -> retrieval.FusionConfig:
         s = self.settings
-        return retrieval.FusionConfig(rrf_k=s.rrf_k, lane_depth=s.lane_depth,
+        return retrieval.FusionConfig(rrf_k=s.rrf_k, lane_depth=s.lane_depth, method=s.fusion,
                                       weights={"bm25": s.weight_bm25, "dense": s.weight_dense, "l0": s.weight_l0})
 
     def search(self, query: str, *, top_k: int = 10, category: str | None = None, policy: str | None = None,

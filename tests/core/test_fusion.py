@@ -25,3 +25,13 @@ def test_weights_k_and_duplicates():
 
 def test_l0_lane_keeps_document_order_and_caps_chunks():
     assert l0_lane(["d1", "d9", "d2"], {"d1": ["a", "b", "c"], "d2": ["z"]}, per_document=2) == ["a", "b", "z"]
+
+
+def test_relative_score_fusion_keeps_margins():
+    from kbseek.core.fusion import relative_score_fusion
+
+    fused = relative_score_fusion({"bm25": [("a", 10.0), ("b", 2.0)], "dense": [("b", 0.91), ("a", 0.90)]},
+                                  weights={"bm25": 1.0, "dense": 1.0})
+    assert [(f.chunk_id, round(f.score, 3)) for f in fused] == [("a", 1.0), ("b", 1.0)] or fused[0].chunk_id == "a"
+    one = relative_score_fusion({"x": [("a", 5.0), ("b", 5.0)]})
+    assert [f.score for f in one] == [1.0, 1.0]  # a flat lane gives every candidate full credit

@@ -42,6 +42,36 @@ def rrf(lanes: Mapping[str, Sequence[str]], *, k: int = 60, weights: Mapping[str
     return fused
 
 
+def relative_score_fusion(lanes: Mapping[str, Sequence[tuple[str, float]]], *,
+                          weights: Mapping[str, float] | None = None) -> list[Fused]:
+    """Weighted sum of min-max normalised lane scores (a lane's best is 1, its worst listed is 0).
+
+    Unlike RRF it keeps *how far* ahead a lane's best candidate is, so a lane that is sure of its
+    top hit outweighs one that is not.
+
+    >>> [(f.chunk_id, round(f.score, 3)) for f in relative_score_fusion(
+    ...     {"bm25": [("a", 9.0), ("b", 3.0), ("c", 1.0)], "dense": [("b", 0.9), ("a", 0.89), ("c", 0.8)]})]
+    [('a', 1.9), ('b', 1.25), ('c', 0.0)]
+    """
+    scores: dict[str, float] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for lane, ranked in lanes.items():
+        weight = 1.0 if weights is None else weights.get(lane, 1.0)
+        if not ranked:
+            continue
+        values = [score for _, score in ranked]
+        low, high = min(values), max(values)
+        for rank, (chunk_id, score) in enumerate(ranked, 1):
+            if lane in ranks.get(chunk_id, {}):
+                continue
+            ranks.setdefault(chunk_id, {})[lane] = rank
+            normalised = (score - low) / (high - low) if high > low else 1.0
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight * normalised
+    fused = [Fused(cid, scores.get(cid, 0.0), ranks[cid]) for cid in ranks]
+    fused.sort(key=lambda f: (-f.score, min(f.ranks.values()), f.chunk_id))
+    return fused
+
+
 def l0_lane(document_ranking: Sequence[str], chunks_by_document: Mapping[str, Sequence[str]], *,
             per_document: int = 2) -> list[str]:
     """The L0 lane: each matched document's chunks (already in lexical order), in L0 document order.
