@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
     milvus_token: str = Field(default="", description="Milvus server token")
     milvus_local_queries: bool = Field(default=True, description="Answer Milvus Lite queries in-process")
-    fusion: str = Field(default="rrf", description="rrf (reciprocal rank) | rsf (relative score)")
+    fusion: str = Field(default="rsf", description="rsf (relative score, measured best) | rrf (reciprocal rank)")
     rrf_k: int = Field(default=60, ge=0, le=10_000, description="RRF constant k")
     weight_bm25: float = Field(default=1.0, ge=0, le=10)
     weight_dense: float = Field(default=1.0, ge=0, le=10)
