@@ -35,8 +35,8 @@ def test_prometheus_runbooks(sqlite_kb):
         "AlertmanagerFailedReload > Mitigation",
     ]
     assert doc.chunks[0].line_start == 5 and doc.chunks[-1].line_end == 38
+    original = (sqlite_kb.settings.knowledge_base_dir / doc.path).read_text("utf-8")
     for chunk in doc.chunks:  # every chunk is an exact slice of the stored original
-        original = (sqlite_kb.settings.knowledge_base_dir / doc.path).read_text("utf-8")
         assert original[chunk.start : chunk.end] == chunk.text
     total = sqlite_kb.stats()["chunks"]
     assert 450 <= total <= 700, total

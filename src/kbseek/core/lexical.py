@@ -59,9 +59,6 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self._slot)
 
-    def __contains__(self, chunk_id: object) -> bool:
-        return chunk_id in self._slot
-
     def add(self, chunk_id: str, tokens: Sequence[str], *, group: str = "") -> None:
         """Index (or re-index) one chunk."""
         with self._lock:
@@ -175,8 +172,3 @@ class BM25Index:
         position = {cid: i for i, cid in enumerate(chunk_ids)}
         slot = self._slot
         return sorted(chunk_ids, key=lambda c: (-float(scores[slot[c]]) if c in slot else 0.0, position[c]))
-
-    def score_of(self, chunk_id: str, tokens: Sequence[str]) -> float:
-        scores = self.scores(tokens)
-        slot = self._slot.get(chunk_id)
-        return 0.0 if scores is None or slot is None else float(scores[slot])
