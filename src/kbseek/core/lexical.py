@@ -118,13 +118,19 @@ class BM25Index:
         del old_lengths
 
     def search(
-        self, tokens: Sequence[str], *, k: int = 10, groups: Iterable[str] | None = None
+        self, tokens: Sequence[str], *, k: int = 10, groups: Iterable[str] | None = None,
+        only: Iterable[str] | None = None,
     ) -> list[LexicalHit]:
-        """The ``k`` best chunks with a positive score, best first; ``groups`` restricts them."""
+        """The ``k`` best chunks with a positive score, best first; ``groups`` and ``only`` (chunk ids)
+        restrict them."""
         with self._lock:
             scores = self.scores(tokens)
             if scores is None:
                 return []
+            if only is not None:
+                mask = np.zeros(len(scores), dtype=bool)
+                mask[[self._slot[c] for c in only if c in self._slot]] = True
+                scores = np.where(mask, scores, 0.0)
             if groups is not None:
                 codes = [self._group_codes[g] for g in groups if g in self._group_codes]
                 groups_array = np.frombuffer(self._groups, dtype=np.int32)
@@ -163,6 +169,29 @@ class BM25Index:
                 return None
             scores *= np.frombuffer(self._alive, dtype=np.int8)
             return scores
+
+    def coverage(self, tokens: Sequence[str], chunk_ids: Iterable[str]) -> dict[str, float]:
+        """Share of the query's IDF weight each chunk contains, in [0, 1].
+
+        A query word the index has never seen weighs as much as the rarest word: asking for
+        something the knowledge base does not hold lowers every chunk's coverage.
+
+        >>> index = BM25Index()
+        >>> index.add("c1", ["kafka", "lag"]); index.add("c2", ["disk", "full"])
+        >>> index.coverage(["kafka", "lag"], ["c1", "c2"])
+        {'c1': 1.0, 'c2': 0.0}
+        """
+        with self._lock:
+            alive = max(1, len(self._slot))
+            weights = {t: math.log(1 + (alive - self._df.get(t, 0) + 0.5) / (self._df.get(t, 0) + 0.5))
+                       for t in set(tokens)}
+            total = sum(weights.values()) or 1.0
+            out = {}
+            for chunk_id in chunk_ids:
+                slot = self._slot.get(chunk_id)
+                terms = set(self._terms[slot]) if slot is not None else set()
+                out[chunk_id] = round(sum(w for t, w in weights.items() if t in terms) / total, 4)
+            return out
 
     def order_within(self, tokens: Sequence[str], chunk_ids: Sequence[str]) -> list[str]:
         """``chunk_ids`` by their BM25 score for ``tokens``, best first (given order breaks ties)."""

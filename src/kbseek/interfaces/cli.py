@@ -15,9 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kbseek.errors import KbseekError
-from kbseek.interfaces.views import document_view, lookup_view, search_view
+from kbseek.interfaces.answers import FORMATS, legacy_view, render_text, response_view
+from kbseek.interfaces.views import document_view, hit_view, search_view
 from kbseek.logs import configure_logging
 from kbseek.settings import Settings
+from kbseek.tool import InvalidRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="kbseek: knowledge retrieval for AIOps agents.")
 docs_app = typer.Typer(no_args_is_help=True, help="List, show, delete and lint stored documents.")
@@ -166,35 +168,65 @@ def _print_hits(hits: Any) -> None:
 @app.command()
 def lookup(
     query: Annotated[str, typer.Argument(help="The agent's question, alert text or error code.")],
-    top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many evidence chunks.")] = 5,
-    policy: Annotated[Optional[str], typer.Option(help="hybrid | dense | lexical (default: the setting).")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=50, help="At most this many evidence pieces.")] = 5,
+    policy: Annotated[Optional[str], typer.Option(help="hybrid | dense | lexical | legacy (default: the setting).")] = None,
     category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
-    explain: Annotated[bool, typer.Option(help="Show how the result was reached.")] = False,
+    filter_: Annotated[Optional[list[str]], typer.Option("--filter", help="FIELD=VALUE on frontmatter; repeat.")] = None,
+    session: Annotated[Optional[str], typer.Option(help="Session id: evidence given earlier comes back DEDUPED.")] = None,
+    expand: Annotated[str, typer.Option(help="none | section | neighbors")] = "none",
+    section: Annotated[Optional[str], typer.Option(help="One section: PATH#ANCHOR or '#heading path'.")] = None,
+    dedup: Annotated[str, typer.Option(help="section | document")] = "section",
+    budget: Annotated[Optional[int], typer.Option(help="Characters of evidence (default: the setting).")] = None,
+    rewrite: Annotated[Optional[str], typer.Option(help="off | expand | multi (default: the setting).")] = None,
+    output: Annotated[str, typer.Option("--format", help="text | json | legacy")] = "text",
+    explain: Annotated[bool, typer.Option(help="Also show the L0 hint and the fused recall before levels.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """lookup_knowledge: the L0 keyword hint and the best evidence."""
-    with _errors(as_json):
-        result = _open().lookup(query, top_k=top_k, policy=policy, category=category, explain=explain)
-        if as_json:
-            _print_json(lookup_view(result))
-            return
-        hint = result.hint
-        out.print(f"[bold]L0 hint[/bold]: {len(hint.matches)} match(es); keywords: {', '.join(hint.matched_keywords) or '-'};"
-                  f" domains: {', '.join(hint.domains) or '-'}; single domain: {hint.single_domain or '-'}", highlight=False)
-        if explain:
-            for m in hint.matches:
-                kind = ("exact " if m.exact else "partial ") + m.field
-                out.print(f"   {m.score:5.2f} {kind:16} {m.path}  {', '.join(m.matched_keywords)}", highlight=False)
-            out.print(f"[dim]tokens: {' '.join(result.explain.get('query_tokens', []))}[/dim]", highlight=False)
-        f = result.filter
-        if f.category:
-            state = " (relaxed: it matched nothing)" if f.relaxed else ""
-            out.print(f"filter: category={f.category} from {f.source}{state}", highlight=False)
-        for note in result.notes:
-            out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-        _print_hits(result.evidence)
-        timings = ", ".join(f"{k} {v:.1f}" for k, v in result.timings_ms.items())
-        out.print(f"[dim]{len(result.evidence)} evidence chunk(s); ms: {timings}[/dim]", highlight=False)
+    """lookup_knowledge: levelled evidence grouped by document, as an agent receives it."""
+    fmt = "json" if as_json else output
+    with _errors(fmt != "text"):
+        if fmt not in FORMATS:
+            raise InvalidRequest(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+        filters: dict[str, Any] = {}
+        for item in filter_ or []:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise InvalidRequest(f"--filter {item!r}: expected FIELD=VALUE")
+            filters.setdefault(name.strip(), []).append(value.strip())
+        request = {"query": query, "top_k": top_k, "policy": policy, "category": category, "session_id": session,
+                   "filters": filters or None, "expand": expand, "section": section, "dedup": dedup,
+                   "budget_chars": budget, "rewrite": rewrite}
+        response = _open().lookup_knowledge({k: v for k, v in request.items() if v is not None})
+        if fmt == "legacy":
+            _print_json(legacy_view(response))
+        elif fmt == "json":
+            view = response_view(response)
+            if explain:
+                view["ranked"] = [hit_view(h) for h in response.ranked]
+            _print_json(view)
+        else:
+            if explain:
+                _print_hint(response)
+            out.print(render_text(response), highlight=False, markup=False)
+            timings = ", ".join(f"{k} {v:.1f}" for k, v in response.timings_ms.items())
+            out.print(f"[dim]ms: {timings}[/dim]", highlight=False)
+
+
+def _print_hint(response: Any) -> None:
+    hint = response.hint
+    out.print(f"[bold]L0 hint[/bold]: {len(hint.matches)} match(es); keywords: {', '.join(hint.matched_keywords) or '-'};"
+              f" domains: {', '.join(hint.domains) or '-'}; single domain: {hint.single_domain or '-'}", highlight=False)
+    for m in hint.matches:
+        kind = ("exact " if m.exact else "partial ") + m.field
+        out.print(f"   {m.score:5.2f} {kind:16} {m.path}  {', '.join(m.matched_keywords)}", highlight=False)
+    f = response.filter
+    if f.category:
+        state = " (relaxed: it matched nothing)" if f.relaxed else ""
+        out.print(f"filter: category={f.category} from {f.source}{state}", highlight=False)
+    for note in response.notes:
+        out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    out.print("[bold]fused recall[/bold] (before relevance levels):", highlight=False)
+    _print_hits(response.ranked[:10])
 
 
 @eval_app.command("run")

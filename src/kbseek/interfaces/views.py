@@ -111,20 +111,3 @@ def hint_view(hint: Any) -> dict[str, Any]:
         "domains": list(hint.domains),
         "single_domain": hint.single_domain,
     }
-
-
-def lookup_view(result: Any) -> dict[str, Any]:
-    view = {
-        "query": result.query,
-        "request_id": result.request_id,
-        "policy": result.policy,
-        "notes": list(result.notes),
-        "index_version": result.index_version,
-        "hint": hint_view(result.hint),
-        "filter": filter_view(result.filter),
-        "evidence": [hit_view(h) for h in result.evidence],
-        "timings_ms": result.timings_ms,
-    }
-    if result.explain:
-        view["explain"] = result.explain
-    return view

@@ -108,3 +108,29 @@ class MetaRow(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class LookupSessionRow(Base):
+    """An agent session's call counter (seed 001 §8: dedup is per session, never global)."""
+
+    __tablename__ = "lookup_sessions"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SessionEvidenceRow(Base):
+    """Evidence a session was given: the seeds' RetrievedDocTracker, kept in the database."""
+
+    __tablename__ = "session_evidence"
+
+    session_id: Mapped[str] = mapped_column(String(128), ForeignKey("lookup_sessions.session_id", ondelete="CASCADE"),
+                                            primary_key=True)
+    key: Mapped[str] = mapped_column(String(400), primary_key=True)  # document id, or document id#anchor
+    document_id: Mapped[str] = mapped_column(String(16))
+    anchor: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    call: Mapped[int] = mapped_column(Integer)
+    query: Mapped[str] = mapped_column(Text)
+    given_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

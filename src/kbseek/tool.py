@@ -1,0 +1,362 @@
+"""``lookup_knowledge``: the one tool definition every interface (CLI, REST, MCP) calls.
+
+It turns a ranked recall (``retrieval.lookup``) into an answer for an agent: relevance levels and
+*no confident match* (``core.relevance``), grouping, caps, budget and content forms (``core.answer``),
+sections and neighbour expansion, frontmatter filters, optional query rewriting, the ``legacy``
+decision matrix of seeds 000/003, and session dedup.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbseek import retrieval
+from kbseek.core.answer import (
+    Answer, Candidate, DocumentEvidence, DocumentInfo, assemble, compact_summary, dedup_key, join_chunks, metadata_only,
+)
+from kbseek.core.fusion import rrf
+from kbseek.core.keywords import STRONG_TIER, KeywordHint
+from kbseek.core.markdown import normalize_heading
+from kbseek.core.models import Chunk
+from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
+from kbseek.core.results import CategoryFilter, Hit
+from kbseek.core.rewrite import Rewrite
+from kbseek.errors import KbseekError, NotFoundError
+from kbseek.indexes import IndexedDocument, Indexes
+
+if TYPE_CHECKING:
+    from kbseek.service import KnowledgeBase
+
+TOOL_NAME = "lookup_knowledge"
+TOOL_DESCRIPTION = (
+    "Search the team's runbooks and troubleshooting knowledge base. Ask with the symptom, error code, alert "
+    "name or component (Chinese or English). Returns evidence grouped by document with a relevance level "
+    "(PRECISE, HIGHLY_RELEVANT, REFERENCE), or an explicit no_confident_match. Pass the same session_id on "
+    "every call of one diagnosis so evidence already given is not repeated."
+)
+MAX_FILTER_VALUES = 20
+
+
+class InvalidRequest(KbseekError):
+    code = "invalid_request"
+
+
+class LookupRequest(BaseModel):
+    """The tool's parameters; strict, so a wrong type over an API is an error naming the field."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    query: str = Field(min_length=1, max_length=retrieval.MAX_QUERY_CHARS,
+                       description="The question, alert text, error code or identifier to look up.")
+    session_id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[\w.:@\-]+$",
+                                   description="The agent's diagnosis session; enables dedup across calls.")
+    category: str | None = Field(None, min_length=1, max_length=200, description="Only this category.")
+    filters: dict[str, str | list[str]] | None = Field(
+        None, description="Frontmatter fields that must match, e.g. {\"service\": \"payment\", \"tags\": [\"db\"]}.")
+    top_k: int = Field(5, ge=1, le=50, description="At most this many evidence pieces.")
+    policy: Literal["hybrid", "dense", "lexical", "legacy"] | None = Field(
+        None, description="Retrieval policy; default from the settings (hybrid).")
+    expand: Literal["none", "section", "neighbors"] = Field(
+        "none", description="Give each hit's whole section, or its neighbouring chunks.")
+    section: str | None = Field(None, min_length=1, max_length=600,
+                                description="One section: 'path/to/doc.md#anchor' or '#heading path' within the "
+                                            "best document for the query.")
+    dedup: Literal["section", "document"] = Field("section", description="What a session remembers as given.")
+    budget_chars: int | None = Field(None, ge=200, le=100_000, description="Total characters of evidence.")
+    rewrite: Literal["off", "expand", "multi"] | None = Field(None, description="Rule-based query rewriting.")
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "LookupRequest":
+        try:
+            request = cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
+            raise InvalidRequest(f"invalid lookup_knowledge request: {problems}") from None
+        if request.filters:
+            for name, value in request.filters.items():
+                values = value if isinstance(value, list) else [value]
+                if not name or len(name) > 100 or len(values) > MAX_FILTER_VALUES or any(len(v) > 200 for v in values):
+                    raise InvalidRequest(f"filters.{name[:100]}: a field name up to 100 characters and up to "
+                                         f"{MAX_FILTER_VALUES} values of up to 200 characters")
+        if not request.query.strip():
+            raise InvalidRequest("query: is blank")
+        return request
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResponse:
+    query: str
+    request_id: str
+    policy: str
+    session_id: str | None
+    call: int | None
+    hint: KeywordHint
+    filter: CategoryFilter
+    filters: dict[str, Any]
+    answer: Answer
+    thresholds: Thresholds
+    index_version: str
+    embedding_model: str | None
+    timings_ms: dict[str, float]
+    notes: tuple[str, ...] = ()
+    rewrite: Rewrite | None = None
+    legacy: dict[str, Any] = field(default_factory=dict)  # the matrix row taken (policy legacy)
+    ranked: tuple[Hit, ...] = ()  # the fused recall before levels, for explain views and traces
+
+
+def document_info(doc: IndexedDocument) -> DocumentInfo:
+    return DocumentInfo(doc.id, doc.path, doc.title, doc.summary, doc.keywords, doc.category, doc.outline, doc.fields)
+
+
+def allowed_documents(indexes: Indexes, filters: dict[str, str | list[str]]) -> frozenset[str]:
+    """Documents whose frontmatter matches every filter: a field equal to one of the values, or for a
+    list field, holding one of them; compared case-insensitively. Values are data, never an expression."""
+    wanted = {name.casefold(): {str(v).casefold() for v in (value if isinstance(value, list) else [value])}
+              for name, value in filters.items()}
+    allowed = set()
+    for doc in indexes.documents.values():
+        fields = {str(k).casefold(): v for k, v in doc.fields.items()}
+        fields.setdefault("category", doc.category)
+        if all(_field_matches(fields.get(name), values) for name, values in wanted.items()):
+            allowed.add(doc.id)
+    return frozenset(allowed)
+
+
+def _field_matches(value: Any, wanted: set[str]) -> bool:
+    if value is None:
+        return False
+    values = value if isinstance(value, list) else [value]
+    return any(str(v).casefold() in wanted for v in values)
+
+
+def _l0_status(hint: KeywordHint) -> dict[str, str]:
+    strong = [m.document_id for m in hint.matches if m.exact and m.score >= STRONG_TIER]
+    status = {m.document_id: "match" for m in hint.matches}
+    if len(strong) == 1:
+        status[strong[0]] = "unique"
+    return status
+
+
+def levelled(indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds) -> list[Candidate]:
+    """Each hit with its relevance level; hits below every threshold are dropped."""
+    tokens = indexes.analyzer.tokens(query)
+    coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
+    l0 = _l0_status(hint)
+    out = []
+    for hit in hits:
+        dense = hit.lanes.get("dense")
+        lvl = level(dense.score if dense else None, coverage[hit.chunk.id], l0.get(hit.chunk.document_id, "none"), t)
+        if lvl is not None:
+            out.append(Candidate((hit.chunk,), hit.score, hit.lanes, lvl))
+    return out
+
+
+def _document_chunks(indexes: Indexes, document_id: str) -> list[Chunk]:
+    return [indexes.chunks[c] for c in indexes.documents[document_id].chunk_ids]
+
+
+def expanded(indexes: Indexes, candidates: list[Candidate], how: str) -> list[Candidate]:
+    """Each candidate grown to its section or its neighbours; chunks given once, by the best candidate."""
+    if how == "none":
+        return candidates
+    used: set[str] = set()
+    out = []
+    for cand in candidates:
+        chunk = cand.chunks[0]
+        if chunk.id in used:
+            continue
+        siblings = _document_chunks(indexes, chunk.document_id)
+        if how == "section":
+            group = [c for c in siblings if c.anchor == chunk.anchor]
+        else:
+            group = [c for c in siblings if abs(c.index - chunk.index) <= 1]
+        group = [c for c in group if c.id not in used]
+        used.update(c.id for c in group)
+        out.append(Candidate(tuple(group), cand.score, cand.lanes, cand.level))
+    return out
+
+
+def find_section(indexes: Indexes, document_id: str, section: str) -> list[Chunk]:
+    """The chunks of one section, named by anchor or by heading path (``A / B`` or ``A > B``), with sub-sections."""
+    chunks = _document_chunks(indexes, document_id)
+    wanted = section.strip().lstrip("#").strip()
+    exact = [c for c in chunks if c.anchor == wanted or c.anchor == wanted.lower()]
+    if exact:
+        head = exact[0].heading_path
+        return [c for c in chunks if c.heading_path[: len(head)] == head]
+    parts = tuple(p for p in (normalize_heading(x).casefold() for x in _split_path(wanted)) if p)
+    for chunk in chunks:
+        path = tuple(h.casefold() for h in chunk.heading_path)
+        for start in range(len(path) - len(parts) + 1):
+            if path[start:start + len(parts)] == parts:
+                head = chunk.heading_path[: start + len(parts)]
+                return [c for c in chunks if c.heading_path[: len(head)] == head]
+    return []
+
+
+def _split_path(text: str) -> list[str]:
+    for sep in (" > ", " / ", ">", "/"):
+        if sep in text:
+            return text.split(sep)
+    return [text]
+
+
+def resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
+    for doc in indexes.documents.values():
+        if name in (doc.path, doc.id):
+            return doc
+    raise NotFoundError(f"no document with path or id {name!r}", hint="see 'kbseek docs list'")
+
+
+class LookupTool:
+    """Binds ``lookup_knowledge`` to one knowledge base (its indexes, settings and session store)."""
+
+    def __init__(self, kb: "KnowledgeBase") -> None:
+        self.kb = kb
+
+    def __call__(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
+        if not isinstance(request, LookupRequest):
+            request = LookupRequest.parse(request)
+        kb, s = self.kb, self.kb.settings
+        started = time.perf_counter()
+        policy = request.policy or s.policy
+        indexes = kb.indexes
+        indexes.refresh()
+        notes: list[str] = []
+        only = allowed_documents(indexes, request.filters) if request.filters else None
+        if only is not None and not only:
+            notes.append(f"no document matches the filters {request.filters}")
+        thresholds = kb.relevance_thresholds()
+        budget = request.budget_chars or s.answer_budget_chars
+        session_call, seen = None, {}
+        if request.session_id:
+            session_call = kb.sessions.begin_call(request.session_id)
+            seen = kb.sessions.seen(request.session_id)
+        rewrite = None
+        mode = request.rewrite or s.query_rewrite
+        if mode != "off":
+            rewrite = kb.rewriter().rewrite(request.query.strip())
+        recall_policy = "hybrid" if policy == "legacy" else policy
+        variants = [request.query.strip()]
+        if rewrite and rewrite.additions:
+            variants = [rewrite.expanded] if mode == "expand" else list(rewrite.variants)
+        depth = max(request.top_k * 3, 15)
+        results = [retrieval.lookup(indexes, v, top_k=depth, policy=recall_policy, category=request.category,
+                                    use_domain_filter=s.domain_filter, config=kb.fusion_config(), only=only)
+                   for v in variants]
+        base = results[0]
+        hits = _fuse_variants(results) if len(results) > 1 else list(base.evidence)
+        candidates = levelled(indexes, request.query, hits, base.hint, thresholds)
+        if rewrite and rewrite.additions and not candidates:
+            plain = retrieval.lookup(indexes, request.query.strip(), top_k=depth, policy=recall_policy,
+                                     category=request.category, use_domain_filter=s.domain_filter,
+                                     config=kb.fusion_config(), only=only)
+            candidates = levelled(indexes, request.query, list(plain.evidence), plain.hint, thresholds)
+            notes.append("the rewritten query found no confident match; answered from the original query")
+        for result in results:
+            notes += [n for n in result.notes if n not in notes]
+        t_recall = time.perf_counter()
+        extra: list[DocumentEvidence] = []
+        legacy: dict[str, Any] = {}
+        if request.section:
+            candidates, extra = self._section(indexes, request.section, candidates), []
+        elif policy == "legacy":
+            candidates, extra, legacy = self._legacy(indexes, base.hint, candidates)
+        else:
+            candidates = expanded(indexes, candidates[: request.top_k], request.expand)
+            extra = _unplaced_l0_matches(indexes, base.hint, candidates, only)
+        answer = assemble(candidates[: request.top_k] if not request.section else candidates,
+                          {d: document_info(doc) for d, doc in indexes.documents.items()},
+                          seen={} if request.section else seen, dedup_mode=request.dedup, budget_chars=budget,
+                          per_document=s.answer_per_document if not request.section else len(candidates) or 1,
+                          url_template=s.source_url_template or None, extra=extra)
+        if request.session_id and session_call is not None:
+            given = [(dedup_key(indexes.chunks[p.chunk_ids[0]], request.dedup), e.document.id,
+                      None if request.dedup == "document" else p.anchor)
+                     for e in answer.documents for p in e.pieces]
+            given += [(e.document.id, e.document.id, None) for e in answer.documents if e.form == "compact_summary"]
+            kb.sessions.remember(request.session_id, session_call, request.query, given)
+        done = time.perf_counter()
+        timings = {**base.timings_ms, "levels_and_assembly": round((done - t_recall) * 1000, 3),
+                   "total": round((done - started) * 1000, 3)}
+        dense = indexes.dense
+        return LookupResponse(
+            request.query.strip(), base.request_id, policy, request.session_id, session_call, base.hint, base.filter,
+            dict(request.filters or {}), answer, thresholds, base.index_version,
+            dense.model_id if dense is not None else None, timings, tuple(notes), rewrite, legacy, tuple(hits),
+        )
+
+    def _section(self, indexes: Indexes, section: str, candidates: list[Candidate]) -> list[Candidate]:
+        path, _, name = section.partition("#")
+        if path:
+            doc = resolve_document(indexes, path)
+        elif candidates:
+            doc = indexes.documents[candidates[0].document_id]
+        else:
+            raise NotFoundError(f"section {section!r}: no document named and none matches the query",
+                                hint="name it as 'path/to/doc.md#anchor'")
+        chunks = find_section(indexes, doc.id, name) if name else _document_chunks(indexes, doc.id)
+        if not chunks:
+            anchors = ", ".join(s["anchor"] for s in doc.outline[:15])
+            raise NotFoundError(f"document {doc.path!r} has no section {name!r}", hint=f"its sections: {anchors}")
+        return [Candidate(tuple(chunks), 1.0, {}, PRECISE)]
+
+    def _legacy(self, indexes: Indexes, hint: KeywordHint, candidates: list[Candidate]
+                ) -> tuple[list[Candidate], list[DocumentEvidence], dict[str, Any]]:
+        """Seeds 000 §4 / 003: ``needFullContent = highConfidence || !hasL1``."""
+        strong = [m for m in hint.matches if m.exact and m.score >= STRONG_TIER and m.document_id in indexes.documents]
+        semantic = [c for c in candidates if "dense" in c.lanes or "bm25" in c.lanes]
+        if len(strong) == 1:
+            doc = indexes.documents[strong[0].document_id]
+            summary = DocumentEvidence(document_info(doc), "compact_summary", PRECISE,
+                                       content=compact_summary(document_info(doc), self._body(indexes, doc.id)))
+            return [], [summary], {"row": "unique_l0_match", "matchType": "exact_L0", "confidence": "high",
+                                   "l1": "skipped"}
+        if strong:
+            doc = indexes.documents[strong[0].document_id]
+            info = document_info(doc)
+            if semantic:
+                entry = DocumentEvidence(info, "metadata_only", HIGHLY_RELEVANT, content=metadata_only(info))
+                return semantic, [entry], {"row": "several_l0_matches_with_l1", "matchType": "exact_L0",
+                                           "confidence": "low", "l1": "used",
+                                           "primary": {"source_path": info.path, "content": entry.content}}
+            entry = DocumentEvidence(info, "compact_summary", REFERENCE,
+                                     content=compact_summary(info, self._body(indexes, doc.id)))
+            return [], [entry], {"row": "several_l0_matches_without_l1", "matchType": "exact_L0",
+                                 "confidence": "low", "l1": "empty"}
+        return semantic, [], {"row": "no_l0_match", "matchType": "semantic_L1",
+                              "confidence": "medium" if semantic else "none", "l1": "used"}
+
+    @staticmethod
+    def _body(indexes: Indexes, document_id: str) -> str:
+        chunks = _document_chunks(indexes, document_id)
+        return join_chunks(tuple(chunks)) if chunks else ""
+
+
+def _unplaced_l0_matches(indexes: Indexes, hint: KeywordHint, candidates: list[Candidate],
+                         only: frozenset[str] | None) -> list[DocumentEvidence]:
+    """Strong L0 matches with no piece in the answer: named metadata-only (seed 000 §3.2), at most two."""
+    placed = {c.document_id for c in candidates}
+    out = []
+    for m in hint.matches:
+        if (m.exact and m.score >= STRONG_TIER and m.document_id not in placed and m.document_id in indexes.documents
+                and (only is None or m.document_id in only)):
+            info = document_info(indexes.documents[m.document_id])
+            out.append(DocumentEvidence(info, "metadata_only", REFERENCE, content=metadata_only(info)))
+    return out[:2]
+
+
+def _fuse_variants(results: list[Any]) -> list[Hit]:
+    """Rankings of several query variants fused by RRF (k = 60); each chunk keeps its best lane scores."""
+    lanes = {f"q{i}": [h.chunk.id for h in r.evidence] for i, r in enumerate(results)}
+    by_id: dict[str, Hit] = {}
+    for result in results:
+        for hit in result.evidence:
+            by_id.setdefault(hit.chunk.id, hit)
+    fused = rrf(lanes, k=60)
+    return [Hit(rank, f.score, by_id[f.chunk_id].chunk, by_id[f.chunk_id].document_title, by_id[f.chunk_id].lanes)
+            for rank, f in enumerate(fused, 1)]

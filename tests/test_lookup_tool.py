@@ -1,0 +1,212 @@
+"""``lookup_knowledge`` end to end on the example knowledge base: levels, no-match, forms, legacy
+matrix and format, sections, expansion, filters, rewriting, session dedup (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from conftest import EXAMPLES, ROOT, doc, write
+from kbseek.interfaces.answers import legacy_view, render_text, response_view
+from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
+from kbseek.tool import InvalidRequest, LookupRequest
+from kbseek.errors import NotFoundError
+
+SCHEMA = json.loads((ROOT / "schemas" / "lookup-answer.schema.json").read_text("utf-8"))
+
+
+@pytest.fixture
+def example_kb(kb: KnowledgeBase) -> KnowledgeBase:
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    return kb
+
+
+def ask(kb: KnowledgeBase, query: str, **params):
+    response = kb.lookup_knowledge({"query": query, **params})
+    jsonschema.validate(response_view(response), SCHEMA)
+    return response
+
+
+def paths(response) -> list[str]:
+    return [e.document.path for e in response.answer.documents]
+
+
+def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
+    response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思")
+    answer = response.answer
+    assert answer.status == "answer" and answer.level == "PRECISE"
+    first = answer.documents[0]
+    assert first.document.path == "api/payment-errors.md" and first.form == "chunks"
+    assert first.pieces[0].heading_path[-1] == "ERR_GATEWAY_TIMEOUT"
+    assert len(paths(response)) == len(set(paths(response)))  # one entry per document
+    view = response_view(response)
+    assert {s["anchor"] for s in view["documents"][0]["available_sections"]} >= {"err_timeout", "err_gateway_timeout"}
+    assert view["documents"][0]["items"][0]["lanes"]["bm25"]["score_label"] == "bm25"
+
+
+def test_unrelated_question_gets_no_confident_match(example_kb):
+    response = ask(example_kb, "如何给 iOS 应用申请推送证书")
+    assert response.answer.status == "no_confident_match" and not response.answer.documents
+    assert response.answer.evidence_status == "none"
+    assert "No confident match" in render_text(response)
+
+
+def test_session_dedup_by_section_then_by_document(example_kb):
+    first = ask(example_kb, "jmap 内存泄漏", session_id="diag-1")
+    given = {(e.document.id, p.anchor) for e in first.answer.documents for p in e.pieces}
+    assert first.call == 1 and given
+    second = ask(example_kb, "jmap 内存泄漏", session_id="diag-1")
+    assert second.call == 2
+    assert not any((e.document.id, p.anchor) in given for e in second.answer.documents for p in e.pieces)
+    assert {(d.document_id, d.anchor) for d in second.answer.deduplicated} == given
+    assert all(d.first_call == 1 and "call 1" in d.reason for d in second.answer.deduplicated)
+    # a new section of a seen runbook is still new evidence
+    other = ask(example_kb, "jstat 观察 GC 情况 老年代", session_id="diag-1")
+    assert any(e.document.path == "troubleshoot/jvm-oom.md" for e in other.answer.documents) or \
+        any(d.path == "troubleshoot/jvm-oom.md" for d in other.answer.deduplicated)
+    # another session is not affected; document mode remembers whole documents
+    fresh = ask(example_kb, "jmap 内存泄漏", session_id="diag-2", dedup="document")
+    assert fresh.call == 1 and not fresh.answer.deduplicated
+    again = ask(example_kb, "OOM 应急处置 重启", session_id="diag-2", dedup="document")
+    seen_docs = {e.document.id for e in fresh.answer.documents}
+    assert not seen_docs & {e.document.id for e in again.answer.documents}
+    assert {d.document_id for d in again.answer.deduplicated} <= seen_docs
+    assert all(d.anchor is None for d in again.answer.deduplicated)
+
+
+def test_section_by_anchor_and_by_heading_path(example_kb):
+    by_anchor = ask(example_kb, "ERR_TIMEOUT", section="api/payment-errors.md#err_timeout")
+    (entry,) = by_anchor.answer.documents
+    assert {p.anchor for p in entry.pieces} == {"err_timeout"} and "默认 3 秒" in entry.pieces[0].text
+    by_path = ask(example_kb, "OOM 怎么处理", section="#排查步骤 > 2. 查看对象分布")
+    assert by_path.answer.documents[0].document.path == "troubleshoot/jvm-oom.md"
+    assert by_path.answer.documents[0].pieces[0].heading_path[-1] == "2. 查看对象分布"
+    whole = ask(example_kb, "x", section="troubleshoot/jvm-oom.md#排查步骤")
+    assert "jmap" in whole.answer.documents[0].pieces[0].text and "jstat" in whole.answer.documents[0].pieces[0].text
+    with pytest.raises(NotFoundError, match="has no section"):
+        example_kb.lookup_knowledge({"query": "x", "section": "api/payment-errors.md#no-such-heading"})
+    with pytest.raises(NotFoundError):
+        example_kb.lookup_knowledge({"query": "x", "section": "nope.md#a"})
+
+
+def test_expand_to_section_and_neighbors(example_kb):
+    plain = ask(example_kb, "jmap 导出堆转储", top_k=1)
+    piece = plain.answer.documents[0].pieces[0]
+    section = ask(example_kb, "jmap 导出堆转储", top_k=1, expand="section")
+    grown = section.answer.documents[0].pieces[0]
+    assert piece.chunk_ids[0] in grown.chunk_ids and grown.anchor == piece.anchor
+    neighbors = ask(example_kb, "jmap 导出堆转储", top_k=1, expand="neighbors")
+    near = neighbors.answer.documents[0].pieces[0]
+    assert piece.chunk_ids[0] in near.chunk_ids and len(near.chunk_ids) >= 2
+    assert len(near.text) > len(piece.text)
+
+
+def test_frontmatter_filters(example_kb):
+    p1 = ask(example_kb, "排查步骤", filters={"severity": "P1"}, top_k=10)
+    severities = {example_kb.indexes.documents[e.document.id].fields.get("severity") for e in p1.answer.documents}
+    assert severities == {"P1"}
+    tagged = ask(example_kb, "排查", filters={"tags": ["kafka", "redis"]}, top_k=10)
+    assert set(paths(tagged)) <= {"troubleshoot/kafka-consumer-lag.md", "troubleshoot/redis-latency.md"}
+    assert paths(tagged)
+    hostile = ask(example_kb, "排查", filters={"category": "troubleshoot' or '1'='1"})
+    assert hostile.answer.status == "no_confident_match" and "no document matches" in hostile.notes[0]
+
+
+def test_wrong_types_are_named_errors(example_kb):
+    with pytest.raises(InvalidRequest, match="top_k"):
+        example_kb.lookup_knowledge({"query": "x", "top_k": "5"})
+    with pytest.raises(InvalidRequest, match="policy"):
+        example_kb.lookup_knowledge({"query": "x", "policy": "magic"})
+    with pytest.raises(InvalidRequest, match="unknown_field"):
+        example_kb.lookup_knowledge({"query": "x", "unknown_field": 1})
+    with pytest.raises(InvalidRequest, match="query"):
+        LookupRequest.parse({"query": "   "})
+
+
+def test_query_rewriting_adds_identifiers_and_synonyms(settings, tmp_path):
+    synonyms = write(tmp_path, "synonyms.txt", "# groups\n内存溢出 = OOM, OutOfMemoryError\n")
+    kb = KnowledgeBase.open(settings.model_copy(update={"synonyms_file": synonyms}))
+    try:
+        kb.ingest([EXAMPLES / "knowledge_base"])
+        expanded = ask(kb, "high cpu usage 怎么查", rewrite="expand")
+        assert "HighCPUUsage" in expanded.rewrite.additions
+        assert paths(expanded)[0] == "troubleshoot/high-cpu.md"
+        multi = ask(kb, "服务内存溢出", rewrite="multi")
+        assert multi.rewrite.variants[0] == "服务内存溢出" and len(multi.rewrite.variants) == 2
+        assert "troubleshoot/jvm-oom.md" in paths(multi)
+    finally:
+        kb.close()
+
+
+def test_legacy_policy_follows_the_decision_matrix(settings, tmp_path):
+    folder = tmp_path / "kb"
+    write(folder, "api/pay.md", doc("支付网关错误码", "ERR_TIMEOUT, 支付网关", "支付网关错误码含义",
+                                     "# 支付网关错误码\n\n## 超时类\n\nERR_TIMEOUT 表示下游超时。\n\n## 业务类\n\n余额不足。\n"))
+    write(folder, "ops/cpu.md", doc("CPU 飙高", "HighCPUUsage, 超时", "CPU 使用率过高处理",
+                                     "# CPU 飙高\n\n## 排查\n\n用 top -H 找热点线程，接口超时常见。\n"))
+    kb = KnowledgeBase.open(settings)
+    try:
+        kb.ingest([folder])
+        unique = ask(kb, "ERR_TIMEOUT", policy="legacy")
+        assert unique.legacy["row"] == "unique_l0_match" and unique.legacy["l1"] == "skipped"
+        (entry,) = unique.answer.documents
+        assert entry.form == "compact_summary" and entry.level == "PRECISE"
+        assert "章节 Sections:\n- 超时类\n- 业务类" in entry.content and "ERR_TIMEOUT 表示下游超时" in entry.content
+        shape = legacy_view(unique)
+        assert shape["found"] is True and shape["primary"]["matchType"] == "exact_L0"
+        assert shape["primary"]["confidence"] == "high" and shape["primary"]["source"] == "knowledge_base/api/pay.md"
+        several = ask(kb, "支付网关 超时", policy="legacy")
+        assert several.legacy["row"] == "several_l0_matches_with_l1"
+        assert any(e.form == "chunks" for e in several.answer.documents)
+        shape = legacy_view(several)
+        assert shape["primary"]["content"].startswith("文档 Document: 支付网关错误码")
+        assert "ERR_TIMEOUT 表示下游超时" not in shape["primary"]["content"]  # metadata only: the body is not read
+        assert shape["primary"]["confidence"] == "low" and "ERR_TIMEOUT 表示下游超时" in shape["supplement"]["content"]
+        none = ask(kb, "如何申请 iOS 推送证书", policy="legacy")
+        assert none.legacy["row"] == "no_l0_match" and legacy_view(none) == {"found": False, "primary": None,
+                                                                              "supplement": None}
+    finally:
+        kb.close()
+
+
+def test_budget_and_cap_from_the_request(example_kb):
+    small = ask(example_kb, "支付 超时 排查", budget_chars=300, top_k=10)
+    assert small.answer.chars <= 302 and small.answer.evidence_status == "partial"
+    assert "budget" in small.answer.completeness
+
+
+def test_source_url_template(settings):
+    kb = KnowledgeBase.open(settings.model_copy(update={"source_url_template": "https://git.example.com/kb/{path}#L{line}"}))
+    try:
+        kb.ingest([EXAMPLES / "knowledge_base"])
+        response = ask(kb, "ERR_TIMEOUT")
+        url = response.answer.documents[0].source_url
+        assert url.startswith("https://git.example.com/kb/api/payment-errors.md#L")
+    finally:
+        kb.close()
+    with pytest.raises(ValueError, match="source_url_template"):
+        Settings(home=settings.home, source_url_template="https://x/{nope}")
+
+
+def test_cli_lookup_formats(tmp_path):
+    from typer.testing import CliRunner
+
+    from kbseek.interfaces.cli import app
+
+    runner = CliRunner()
+    home = str(tmp_path / "home")
+    assert runner.invoke(app, ["--home", home, "ingest", str(EXAMPLES / "knowledge_base")]).exit_code == 0
+    result = runner.invoke(app, ["--home", home, "lookup", "ERR_TIMEOUT", "--json", "--explain", "--session", "s"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["documents"][0]["source_path"] == "api/payment-errors.md" and data["call"] == 1 and data["ranked"]
+    legacy = json.loads(runner.invoke(app, ["--home", home, "lookup", "ERR_TIMEOUT", "--format", "legacy"]).stdout)
+    assert legacy["found"] is True and "primary" in legacy
+    human = runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--explain", "--filter", "tags=jvm"])
+    assert "troubleshoot/jvm-oom.md" in human.stdout and "single domain: troubleshoot" in human.stdout
+    bad = runner.invoke(app, ["--home", home, "lookup", "x", "--filter", "novalue", "--json"])
+    assert bad.exit_code == 2 and "FIELD=VALUE" in bad.stdout
