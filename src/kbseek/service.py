@@ -19,6 +19,7 @@ from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
 from kbseek import retrieval
+from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
 from kbseek.core.relevance import Thresholds, thresholds_for
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
@@ -274,8 +275,7 @@ class KnowledgeBase:
 
     def relevance_thresholds(self) -> Thresholds:
         s = self.settings
-        overrides = {name: getattr(s, name) for name in ("similarity_high", "similarity_low", "coverage_high",
-                                                          "coverage_low") if getattr(s, name) is not None}
+        overrides = {name: getattr(s, name) for name in THRESHOLD_FIELDS if getattr(s, name) is not None}
         dense = self.indexes.dense
         return thresholds_for(dense.embedder.model_id if dense is not None else None, overrides)
 

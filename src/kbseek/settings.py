@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     similarity_low: float | None = Field(default=None, ge=-1, le=1)
     coverage_high: float | None = Field(default=None, ge=0, le=1)
     coverage_low: float | None = Field(default=None, ge=0, le=1)
+    gap_high: float | None = Field(default=None, ge=0, le=2)
+    gap_low: float | None = Field(default=None, ge=0, le=2)
 
     @classmethod
     def settings_customise_sources(

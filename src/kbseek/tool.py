@@ -9,7 +9,7 @@ decision matrix of seeds 000/003, and session dedup.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -134,25 +134,33 @@ def _field_matches(value: Any, wanted: set[str]) -> bool:
 
 
 def _l0_status(hint: KeywordHint) -> dict[str, str]:
+    """Per document: ``unique`` (L0's one strong match), ``match`` (one of several), else absent.
+    Only strong matches (a whole keyword or title in the query) count, as the seeds' exact L0 did."""
     strong = [m.document_id for m in hint.matches if m.exact and m.score >= STRONG_TIER]
-    status = {m.document_id: "match" for m in hint.matches}
     if len(strong) == 1:
-        status[strong[0]] = "unique"
-    return status
+        return {strong[0]: "unique"}
+    return dict.fromkeys(strong, "match")
 
 
-def levelled(indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds) -> list[Candidate]:
-    """Each hit with its relevance level; hits below every threshold are dropped."""
+def levelled(indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds,
+             reference: float | None) -> list[Candidate]:
+    """Each hit with its relevance level, in fused order.
+
+    The thresholds gate the *question*: when no hit passes, there is no confident match and nothing is
+    returned. When one does, the fused ranking stands (it is what the evaluation measures) and hits
+    below the thresholds come as ``REFERENCE``: related, not confirmed."""
     tokens = indexes.analyzer.tokens(query)
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     l0 = _l0_status(hint)
-    out = []
+    levels = []
     for hit in hits:
         dense = hit.lanes.get("dense")
-        lvl = level(dense.score if dense else None, coverage[hit.chunk.id], l0.get(hit.chunk.document_id, "none"), t)
-        if lvl is not None:
-            out.append(Candidate((hit.chunk,), hit.score, hit.lanes, lvl))
-    return out
+        sim = dense.score if dense else None
+        gap = sim - reference if sim is not None and reference is not None else 0.0
+        levels.append(level(sim, gap, coverage[hit.chunk.id], l0.get(hit.chunk.document_id, "none"), t))
+    if all(lvl is None for lvl in levels):
+        return []
+    return [Candidate((hit.chunk,), hit.score, hit.lanes, lvl or REFERENCE) for hit, lvl in zip(hits, levels)]
 
 
 def _document_chunks(indexes: Indexes, document_id: str) -> list[Chunk]:
@@ -250,12 +258,13 @@ class LookupTool:
                    for v in variants]
         base = results[0]
         hits = _fuse_variants(results) if len(results) > 1 else list(base.evidence)
-        candidates = levelled(indexes, request.query, hits, base.hint, thresholds)
+        candidates = levelled(indexes, request.query, hits, base.hint, thresholds, base.reference_similarity)
         if rewrite and rewrite.additions and not candidates:
             plain = retrieval.lookup(indexes, request.query.strip(), top_k=depth, policy=recall_policy,
                                      category=request.category, use_domain_filter=s.domain_filter,
                                      config=kb.fusion_config(), only=only)
-            candidates = levelled(indexes, request.query, list(plain.evidence), plain.hint, thresholds)
+            candidates = levelled(indexes, request.query, list(plain.evidence), plain.hint, thresholds,
+                                  plain.reference_similarity)
             notes.append("the rewritten query found no confident match; answered from the original query")
         for result in results:
             notes += [n for n in result.notes if n not in notes]
@@ -269,11 +278,20 @@ class LookupTool:
         else:
             candidates = expanded(indexes, candidates[: request.top_k], request.expand)
             extra = _unplaced_l0_matches(indexes, base.hint, candidates, only)
+        if not candidates and not request.section and hits:
+            closest = tuple({"document_id": h.chunk.document_id, "source_path": h.chunk.source_path,
+                             "title": h.document_title, "breadcrumb": h.chunk.breadcrumb, "anchor": h.chunk.anchor,
+                             "similarity": round(h.lanes["dense"].score, 4) if "dense" in h.lanes else None}
+                            for h in hits[:3])
+        else:
+            closest = ()
         answer = assemble(candidates[: request.top_k] if not request.section else candidates,
                           {d: document_info(doc) for d, doc in indexes.documents.items()},
                           seen={} if request.section else seen, dedup_mode=request.dedup, budget_chars=budget,
                           per_document=s.answer_per_document if not request.section else len(candidates) or 1,
                           url_template=s.source_url_template or None, extra=extra)
+        if closest and answer.status == "no_confident_match":
+            answer = replace(answer, closest=closest)
         if request.session_id and session_call is not None:
             given = [(dedup_key(indexes.chunks[p.chunk_ids[0]], request.dedup), e.document.id,
                       None if request.dedup == "document" else p.anchor)

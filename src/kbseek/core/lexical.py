@@ -193,9 +193,14 @@ class BM25Index:
                 out[chunk_id] = round(sum(w for t, w in weights.items() if t in terms) / total, 4)
             return out
 
-    def order_within(self, tokens: Sequence[str], chunk_ids: Sequence[str]) -> list[str]:
-        """``chunk_ids`` by their BM25 score for ``tokens``, best first (given order breaks ties)."""
-        scores = self.scores(tokens)
+    def order_within(self, tokens: Sequence[str], chunk_ids: Sequence[str], *,
+                     scores: np.ndarray | None = None) -> list[str]:
+        """``chunk_ids`` by their BM25 score for ``tokens``, best first (given order breaks ties).
+
+        Pass ``scores`` (from ``scores(tokens)``) when ordering several documents for one query:
+        computing them is the cost."""
+        if scores is None:
+            scores = self.scores(tokens)
         if scores is None:
             return list(chunk_ids)
         position = {cid: i for i, cid in enumerate(chunk_ids)}

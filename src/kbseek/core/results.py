@@ -66,3 +66,4 @@ class LookupResult:
     timings_ms: dict[str, float]
     notes: tuple[str, ...] = ()
     explain: dict[str, Any] = field(default_factory=dict)
+    reference_similarity: float | None = None  # the dense lane's 10th best cosine (relevance gap)

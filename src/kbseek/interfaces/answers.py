@@ -70,6 +70,7 @@ def response_view(response: Any) -> dict[str, Any]:
              "heading": d.heading, "first_call": d.first_call, "reason": d.reason, "relevance": d.level}
             for d in answer.deduplicated
         ],
+        "closest": list(answer.closest),
         "budget": {"chars": answer.chars, "limit": answer.budget, "omitted": answer.omitted},
         "thresholds": {"similarity_high": _finite(t.similarity_high), "similarity_low": _finite(t.similarity_low),
                        "coverage_high": t.coverage_high, "coverage_low": t.coverage_low, "source": t.source},
@@ -104,6 +105,9 @@ def render_text(response: Any) -> str:
         others = [s["heading"] for s in doc.outline if s["anchor"] not in {p.anchor for p in entry.pieces}]
         if others and entry.pieces:
             lines.append(f"  more sections: {' | '.join(others[:12])}")
+    if answer.closest:
+        lines.append("Closest documents (below the confidence thresholds; not evidence):")
+        lines += [f"  - {c['title']} — {c['source_path']}#{c['anchor']}" for c in answer.closest]
     for d in answer.deduplicated:
         where = f"{d.path}#{d.anchor}" if d.anchor else d.path
         lines.append(f"[DEDUPED] {d.heading} — {where}: {d.reason}")
