@@ -188,6 +188,14 @@ def test_legacy_policy_follows_the_decision_matrix(settings, tmp_path):
         assert shape["primary"]["content"].startswith("文档 Document: 支付网关错误码")
         assert "ERR_TIMEOUT 表示下游超时" not in shape["primary"]["content"]  # metadata only: the body is not read
         assert shape["primary"]["confidence"] == "low" and "ERR_TIMEOUT 表示下游超时" in shape["supplement"]["content"]
+        strict = KnowledgeBase.open(settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99}))
+        try:  # thresholds nothing passes: L1 has no results, so the first L0 match is summarised
+            without = ask(strict, "支付网关 超时 HighCPUUsage", policy="legacy")
+            assert without.legacy["row"] == "several_l0_matches_without_l1"
+            (entry,) = without.answer.documents
+            assert entry.form == "compact_summary" and entry.level == "REFERENCE"
+        finally:
+            strict.close()
         none = ask(kb, "如何申请 iOS 推送证书", policy="legacy")
         assert none.legacy["row"] == "no_l0_match" and legacy_view(none) == {"found": False, "primary": None,
                                                                               "supplement": None}

@@ -195,10 +195,9 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
     run: m.Run = {}
     started = time.perf_counter()
     for query in dataset.queries:
-        result = kb.lookup(query.text, top_k=depth, policy=policy)
         ranked: dict[str, float] = {}
-        for hit in result.evidence:
-            for judged in mapper.ids(hit.chunk):
+        for chunk in _ranked_chunks(kb, query.text, policy, depth):
+            for judged in mapper.ids(chunk):
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
         run[query.id] = ranked
@@ -210,6 +209,26 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
         low, high = m.bootstrap_ci(values)
         summary[metric] = {"mean": round(m.mean(values), 4), "ci_low": round(low, 4), "ci_high": round(high, 4)}
     return RunResult(name, policy, overrides, run, per_query, summary, seconds)
+
+
+ANSWER_PREFIX = "answer:"
+
+
+def _ranked_chunks(kb: KnowledgeBase, query: str, policy: str, depth: int) -> list[Chunk]:
+    """What a policy returns, best first. ``legacy`` and ``answer:<policy>`` score the answer an agent
+    receives (``lookup_knowledge``: gated, grouped, capped); a compact summary counts as its document's first
+    chunk (its excerpt is the start of the body), a metadata-only entry as nothing (it has no content)."""
+    if policy != "legacy" and not policy.startswith(ANSWER_PREFIX):
+        return [hit.chunk for hit in kb.lookup(query, top_k=depth, policy=policy).evidence]
+    response = kb.lookup_knowledge({"query": query, "policy": policy.removeprefix(ANSWER_PREFIX),
+                                    "top_k": min(depth, 50), "budget_chars": 100_000})
+    chunks = []
+    for entry in response.answer.documents:
+        if entry.pieces:
+            chunks += [kb.indexes.chunks[p.chunk_ids[0]] for p in entry.pieces]
+        elif entry.form == "compact_summary":
+            chunks.append(kb.indexes.chunks[kb.indexes.documents[entry.document.id].chunk_ids[0]])
+    return chunks
 
 
 QUERY_TIME_SETTINGS = {"domain_filter", "bm25_k1", "bm25_b", "log_level", "policy", "rrf_k", "weight_bm25",
