@@ -152,24 +152,14 @@ class Analyzer:
                 if raw is not None:
                     out.extend(self._word_tokens(*_identifier(raw)))
                 else:
-                    for w in self._jieba.cut_for_search(match.group("cjk")):
-                        if w not in stopwords.CHINESE:
-                            out.append(w)
-                            if len(w) > 4:
-                                out.extend(self._long_parts(w))
+                    out.extend(
+                        w for w in self._jieba.cut_for_search(match.group("cjk"))
+                        if w not in stopwords.CHINESE
+                    )
             out.extend(f"{a.lower()}_{b}" for a, b in _PAIR.findall(text))
             if self._phrases is not None:
                 out.extend(m.group(0) for m in self._phrases.finditer(lowered))
         return out
-
-    def _long_parts(self, word: str) -> list[str]:
-        """Dictionary words of four or more characters inside a longer word: jieba's search mode
-        gives only the 2- and 3-character ones, so the keyword 支付网关 was lost inside the title
-        支付网关错误码."""
-        freq = self._jieba.FREQ
-        n = len(word)
-        return [word[i:j] for i in range(n) for j in range(i + 4, min(n, i + 20) + 1)
-                if j - i < n and freq.get(word[i:j])]
 
     def _word_tokens(self, whole: str | None, parts: list[str]) -> list[str]:
         # identifiers: the whole stays exact; parts are stemmed like words
