@@ -226,7 +226,7 @@ def _ranked_chunks(kb: KnowledgeBase, query: str, policy: str, depth: int) -> li
     for entry in response.answer.documents:
         if entry.pieces:
             chunks += [kb.indexes.chunks[p.chunk_ids[0]] for p in entry.pieces]
-        elif entry.form == "compact_summary":
+        elif entry.form == "compact_summary" and kb.indexes.documents[entry.document.id].chunk_ids:
             chunks.append(kb.indexes.chunks[kb.indexes.documents[entry.document.id].chunk_ids[0]])
     return chunks
 
