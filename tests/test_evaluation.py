@@ -82,3 +82,17 @@ def test_split_configs_and_bad_inputs(tmp_path):
     write(root, "bad.tsv", "query-id\tcorpus-id\tscore\nq1\tonly-two\n")
     with pytest.raises(DatasetError, match="bad.tsv:2"):
         load_dataset(root, qrels="bad.tsv")
+
+
+def test_answers_are_scored_as_the_agent_receives_them(tmp_path):
+    dataset = load_dataset(ROOT / "examples", corpus="knowledge_base", queries="eval/queries.jsonl",
+                           qrels="eval/qrels.tsv", split="dev")
+    report = evaluate(dataset, policies=["lexical", "answer:lexical", "legacy"], ks=(10,), depth=50,
+                      cache_root=tmp_path / "cache")
+    recall, answer, legacy = (r["metrics"]["recall@10"]["mean"] for r in report["runs"])
+    # the answer caps pieces per document and refuses unconfident questions: never more than the recall
+    assert 0 < answer <= recall
+    # legacy answers a unique L0 match with one compact summary (one judged section at most)
+    assert 0 < legacy < recall
+    first = report["runs"][2]["per_query"][0]
+    assert len(first["ranking"]) <= 10
