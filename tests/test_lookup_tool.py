@@ -241,3 +241,18 @@ def test_cli_lookup_formats(tmp_path):
     assert "troubleshoot/jvm-oom.md" in human.stdout and "single domain: troubleshoot" in human.stdout
     bad = runner.invoke(app, ["--home", home, "lookup", "x", "--filter", "novalue", "--json"])
     assert bad.exit_code == 2 and "FIELD=VALUE" in bad.stdout
+
+
+def test_concurrent_calls_of_one_session_get_distinct_numbers(kb):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(n: int) -> int:
+        number = kb.sessions.begin_call("race")
+        kb.sessions.remember("race", number, f"q{n}", [("doc#same", "doc", "same"), (f"doc#{n}", "doc", str(n))])
+        return number
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        numbers = sorted(pool.map(call, range(12)))
+    assert numbers == list(range(1, 13))
+    seen = kb.sessions.seen("race")
+    assert len(seen) == 13 and seen["doc#same"] in numbers

@@ -62,6 +62,12 @@ class SessionStore:
         fresh = {key: (doc, anchor) for key, doc, anchor in given}
         if not fresh:
             return
+        try:
+            self._insert_new(session_id, call, query, fresh)
+        except IntegrityError:  # a concurrent call of the same session gave one of these first
+            self._insert_new(session_id, call, query, fresh)
+
+    def _insert_new(self, session_id: str, call: int, query: str, fresh: dict[str, tuple[str, str | None]]) -> None:
         with self._sessions() as session, session.begin():
             known = set(session.scalars(select(SessionEvidenceRow.key).where(
                 SessionEvidenceRow.session_id == session_id, SessionEvidenceRow.key.in_(list(fresh)))))
