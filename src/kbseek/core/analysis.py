@@ -26,7 +26,7 @@ import Stemmer
 
 from kbseek.core import stopwords
 
-RULES_VERSION = "a2"
+RULES_VERSION = "a3"
 jieba.setLogLevel(logging.WARNING)
 
 _NOISE = re.compile(
