@@ -20,13 +20,12 @@ from kbseek.core.answer import (
 )
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
-from kbseek.core.markdown import normalize_heading
-from kbseek.core.models import Chunk
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
 from kbseek.core.results import CategoryFilter, Hit
 from kbseek.core.rewrite import Rewrite
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import IndexedDocument, Indexes
+from kbseek.sections import document_chunks, expanded, find_section, resolve_document
 
 if TYPE_CHECKING:
     from kbseek.service import KnowledgeBase
@@ -163,63 +162,6 @@ def levelled(indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t
     return [Candidate((hit.chunk,), hit.score, hit.lanes, lvl or REFERENCE) for hit, lvl in zip(hits, levels)]
 
 
-def _document_chunks(indexes: Indexes, document_id: str) -> list[Chunk]:
-    return [indexes.chunks[c] for c in indexes.documents[document_id].chunk_ids]
-
-
-def expanded(indexes: Indexes, candidates: list[Candidate], how: str) -> list[Candidate]:
-    """Each candidate grown to its section or its neighbours; chunks given once, by the best candidate."""
-    if how == "none":
-        return candidates
-    used: set[str] = set()
-    out = []
-    for cand in candidates:
-        chunk = cand.chunks[0]
-        if chunk.id in used:
-            continue
-        siblings = _document_chunks(indexes, chunk.document_id)
-        if how == "section":
-            group = [c for c in siblings if c.anchor == chunk.anchor]
-        else:
-            group = [c for c in siblings if abs(c.index - chunk.index) <= 1]
-        group = [c for c in group if c.id not in used]
-        used.update(c.id for c in group)
-        out.append(Candidate(tuple(group), cand.score, cand.lanes, cand.level))
-    return out
-
-
-def find_section(indexes: Indexes, document_id: str, section: str) -> list[Chunk]:
-    """The chunks of one section, named by anchor or by heading path (``A / B`` or ``A > B``), with sub-sections."""
-    chunks = _document_chunks(indexes, document_id)
-    wanted = section.strip().lstrip("#").strip()
-    exact = [c for c in chunks if c.anchor == wanted or c.anchor == wanted.lower()]
-    if exact:
-        head = exact[0].heading_path
-        return [c for c in chunks if c.heading_path[: len(head)] == head]
-    parts = tuple(p for p in (normalize_heading(x).casefold() for x in _split_path(wanted)) if p)
-    for chunk in chunks:
-        path = tuple(h.casefold() for h in chunk.heading_path)
-        for start in range(len(path) - len(parts) + 1):
-            if path[start:start + len(parts)] == parts:
-                head = chunk.heading_path[: start + len(parts)]
-                return [c for c in chunks if c.heading_path[: len(head)] == head]
-    return []
-
-
-def _split_path(text: str) -> list[str]:
-    for sep in (" > ", " / ", ">", "/"):
-        if sep in text:
-            return text.split(sep)
-    return [text]
-
-
-def resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
-    for doc in indexes.documents.values():
-        if name in (doc.path, doc.id):
-            return doc
-    raise NotFoundError(f"no document with path or id {name!r}", hint="see 'kbseek docs list'")
-
-
 class LookupTool:
     """Binds ``lookup_knowledge`` to one knowledge base (its indexes, settings and session store)."""
 
@@ -317,7 +259,7 @@ class LookupTool:
         else:
             raise NotFoundError(f"section {section!r}: no document named and none matches the query",
                                 hint="name it as 'path/to/doc.md#anchor'")
-        chunks = find_section(indexes, doc.id, name) if name else _document_chunks(indexes, doc.id)
+        chunks = find_section(indexes, doc.id, name) if name else document_chunks(indexes, doc.id)
         if not chunks:
             anchors = ", ".join(s["anchor"] for s in doc.outline[:15])
             raise NotFoundError(f"document {doc.path!r} has no section {name!r}", hint=f"its sections: {anchors}")
@@ -351,7 +293,7 @@ class LookupTool:
 
     @staticmethod
     def _body(indexes: Indexes, document_id: str) -> str:
-        chunks = _document_chunks(indexes, document_id)
+        chunks = document_chunks(indexes, document_id)
         return join_chunks(tuple(chunks)) if chunks else ""
 
 
