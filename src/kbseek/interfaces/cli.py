@@ -231,7 +231,7 @@ def _print_hint(response: Any) -> None:
 
 @eval_app.command("run")
 def eval_run(
-    dataset: Annotated[Path, typer.Argument(help="Dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
+    dataset: Annotated[Path, typer.Argument(help="Golden case file (.json), or dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
     policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["hybrid"],
     corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
     queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
@@ -254,7 +254,12 @@ def eval_run(
         base = _settings()
         if not _State.verbose:
             configure_logging("ERROR")  # the corpus's own warnings are not the evaluation's
-        data = load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+        if dataset.is_file():
+            from kbseek.cases import load_cases
+
+            data = load_cases(dataset, split=split)
+        else:
+            data = load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
         report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
                           cache_root=cache, base=base)
         if as_json:
