@@ -96,3 +96,27 @@ def test_answers_are_scored_as_the_agent_receives_them(tmp_path):
     assert 0 < legacy < recall
     first = report["runs"][2]["per_query"][0]
     assert len(first["ranking"]) <= 10
+
+
+def test_no_answer_metrics_and_tag_breakdown(tmp_path):
+    cases = {"knowledge_base": str(ROOT / "examples" / "knowledge_base"), "cases": [
+        {"id": "a", "query": "ERR_TIMEOUT 怎么排查", "tags": ["exact-term"],
+         "expected": [{"document": "api/payment-errors.md", "heading_path": ["支付网关错误码定义", "超时类错误", "ERR_TIMEOUT"]}]},
+        {"id": "b", "query": "jmap 导出堆转储", "tags": ["exact-term", "section"],
+         "expected": [{"document": "troubleshoot/jvm-oom.md"}]},
+        {"id": "n", "query": "光合作用的化学方程式是什么", "answerable": False, "tags": ["no-answer"]},
+    ]}
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases, ensure_ascii=False), "utf-8")
+    report = evaluate(load_cases(path), policies=["lexical", "answer:lexical"], ks=(1, 5), depth=20,
+                      cache_root=tmp_path / "cache")
+    jsonschema.validate(report, json.loads((ROOT / "schemas" / "eval-run.schema.json").read_text("utf-8")))
+    recall, answer = report["runs"]
+    # BM25 finds no chunk sharing a word with the off-topic question: an empty list counts as a refusal too
+    assert recall["no_answer"] == {"answerable": 2, "answerable_refused": 0.0, "unanswerable": 1,
+                                   "unanswerable_refused": 1.0}
+    assert answer["no_answer"]["unanswerable_refused"] == 1.0 and answer["no_answer"]["answerable_refused"] == 0.0
+    assert recall["by_tag"]["exact-term"]["queries"] == 2 and recall["by_tag"]["section"]["queries"] == 1
+    per = {p["query_id"]: p["metrics"] for p in recall["per_query"]}
+    assert recall["by_tag"]["exact-term"]["hit@1"] == pytest.approx((per["a"]["hit@1"] + per["b"]["hit@1"]) / 2)
+    assert 1 <= recall["metrics"]["sources@5"]["mean"] <= 5

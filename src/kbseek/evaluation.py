@@ -148,6 +148,8 @@ class RunResult:
     per_query: dict[str, dict[str, float]]
     summary: dict[str, dict[str, float]]
     seconds: float
+    no_answer: dict[str, Any] = field(default_factory=dict)
+    by_tag: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def metric_names(ks: tuple[int, ...]) -> list[str]:
@@ -155,7 +157,7 @@ def metric_names(ks: tuple[int, ...]) -> list[str]:
     for k in ks:
         names += [f"recall@{k}", f"mrr@{k}", f"ndcg@{k}", f"precision@{k}"]
         if k != 1:
-            names.append(f"hit@{k}")
+            names += [f"hit@{k}", f"sources@{k}"]
     return names
 
 
@@ -195,7 +197,7 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
     started = time.perf_counter()
-    for query in dataset.queries:
+    for query in dataset.queries + dataset.unanswerable:
         ranked: dict[str, float] = {}
         for chunk in _ranked_chunks(kb, query.text, policy, depth):
             for judged in mapper.ids(chunk):
@@ -209,7 +211,31 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
         values = [scores[metric] for scores in per_query.values()]
         low, high = m.bootstrap_ci(values)
         summary[metric] = {"mean": round(m.mean(values), 4), "ci_low": round(low, 4), "ci_high": round(high, 4)}
-    return RunResult(name, policy, overrides, run, per_query, summary, seconds)
+    return RunResult(name, policy, overrides, run, per_query, summary, seconds,
+                     refusals(dataset, run), tag_means(dataset, per_query, names))
+
+
+def refusals(dataset: Dataset, run: m.Run) -> dict[str, Any]:
+    """An empty answer is a refusal (*no confident match*): right for a question without an answer, wrong
+    for an answerable one. Recall policies never refuse; answer policies (``legacy``, ``answer:…``) can."""
+    answerable = [q.id for q in dataset.queries]
+    out: dict[str, Any] = {"answerable": len(answerable),
+                           "answerable_refused": round(m.mean([float(not run.get(q)) for q in answerable]), 4)}
+    if dataset.unanswerable:
+        out["unanswerable"] = len(dataset.unanswerable)
+        out["unanswerable_refused"] = round(m.mean([float(not run.get(q.id)) for q in dataset.unanswerable]), 4)
+    return out
+
+
+def tag_means(dataset: Dataset, per_query: dict[str, dict[str, float]], names: list[str]) -> dict[str, dict[str, float]]:
+    """Each metric's mean over the answerable queries of each tag (``queries``: how many)."""
+    groups: dict[str, list[str]] = {}
+    for query in dataset.queries:
+        for tag in query.metadata.get("tags") or []:
+            groups.setdefault(str(tag), []).append(query.id)
+    return {tag: {"queries": len(ids), **{n: round(m.mean([per_query[q][n] for q in ids if q in per_query]), 4)
+                                          for n in names}}
+            for tag, ids in sorted(groups.items())}
 
 
 ANSWER_PREFIX = "answer:"
@@ -289,6 +315,8 @@ def evaluate(
                 "name": r.name, "policy": r.policy, "overrides": r.overrides,
                 "seconds": round(r.seconds, 3),
                 "metrics": r.summary,
+                "no_answer": r.no_answer,
+                "by_tag": r.by_tag,
                 "per_query": [
                     {"query_id": q.id, "query": q.text, "metrics": r.per_query.get(q.id, {}),
                      "ranking": list(m.ranking(r.run.get(q.id, {})))[:10],

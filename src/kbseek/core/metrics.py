@@ -2,8 +2,9 @@
 
 ``qrels``: ``{query_id: {doc_id: grade}}`` (grade > 0 is relevant); ``run``: ``{query_id: {doc_id:
 score}}`` (higher first). Metric names are lower-case ``name@k``: ``recall@10``, ``mrr@10``,
-``ndcg@10`` (linear gains, log2 discount, as trec_eval), ``hit@1``, ``precision@5``. A query in the
-qrels but absent from the run scores 0; queries without a relevant document are skipped.
+``ndcg@10`` (linear gains, log2 discount, as trec_eval), ``hit@1``, ``precision@5``, and ``sources@5``, the
+number of distinct documents (the part of an id before ``#``) among the top five, how varied the evidence is.
+A query in the qrels but absent from the run scores 0; queries without a relevant document are skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
-METRICS = ("recall", "mrr", "ndcg", "hit", "precision")
+METRICS = ("recall", "mrr", "ndcg", "hit", "precision", "sources")
 
 
 def ranking(scores: dict[str, float]) -> list[str]:
@@ -50,8 +51,17 @@ def precision(grades: dict[str, int], ranked: Sequence[str], k: int) -> float:
     return sum(1 for doc in ranked[:k] if grades.get(doc, 0) > 0) / k
 
 
+def sources(grades: dict[str, int], ranked: Sequence[str], k: int) -> float:
+    """Distinct documents among the top ``k``: ``a.md#x`` and ``a.md#y`` are one source.
+
+    >>> sources({}, ["a.md#x", "a.md#y", "b.md", "c.md#z"], 3)
+    2.0
+    """
+    return float(len({doc.split("#", 1)[0] for doc in ranked[:k]}))
+
+
 FUNCTIONS: dict[str, Callable[[dict[str, int], Sequence[str], int], float]] = {
-    "recall": recall, "mrr": mrr, "ndcg": ndcg, "hit": hit, "precision": precision,
+    "recall": recall, "mrr": mrr, "ndcg": ndcg, "hit": hit, "precision": precision, "sources": sources,
 }
 
 
