@@ -217,7 +217,8 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
 
 def refusals(dataset: Dataset, run: m.Run) -> dict[str, Any]:
     """An empty answer is a refusal (*no confident match*): right for a question without an answer, wrong
-    for an answerable one. Recall policies never refuse; answer policies (``legacy``, ``answer:…``) can."""
+    for an answerable one. Recall policies return nothing only when no chunk matches at all; answer policies
+    (``legacy``, ``answer:…``) refuse below the confidence thresholds."""
     answerable = [q.id for q in dataset.queries]
     out: dict[str, Any] = {"answerable": len(answerable),
                            "answerable_refused": round(m.mean([float(not run.get(q)) for q in answerable]), 4)}
