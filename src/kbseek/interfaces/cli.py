@@ -388,6 +388,9 @@ def db_current(as_json: JsonFlag = False) -> None:
             out.print(f"{info['database_url']}: revision {info['current']} (head {info['head']}, {state})", highlight=False)
 
 
+from kbseek.interfaces import eval_cli  # noqa: E402,F401  (registers the other eval verbs)
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,73 @@
+"""``kbseek eval compare`` and ``kbseek eval add-case``: the evaluation verbs beyond ``run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, eval_app, out
+
+
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[str, typer.Argument(help="Report of 'eval run --json' (REPORT.json or REPORT.json#run-name).")],
+    run_b: Annotated[str, typer.Argument(help="The run to compare with it, the same way.")],
+    metric: Annotated[str, typer.Option(help="Per-case metric compared.")] = "ndcg@10",
+    show: Annotated[int, typer.Option(help="Wins and losses listed.")] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """Case-by-case wins and losses of B against A, with a paired randomisation test."""
+    from kbseek.compare import compare, load_run
+
+    with _errors(as_json):
+        label_a, a = load_run(run_a)
+        label_b, b = load_run(run_b)
+        result = compare(a, b, metric=metric, label_a=label_a, label_b=label_b)
+        if as_json:
+            _print_json(result)
+            return
+        verdict = "significant at 0.05" if result["p_value"] < 0.05 else "not significant at 0.05"
+        out.print(f"{metric}: A {label_a} {result['mean_a']:.3f} · B {label_b} {result['mean_b']:.3f} · "
+                  f"difference {result['mean_difference']:+.3f} (p = {result['p_value']:.4f}, {verdict}); "
+                  f"{result['cases']} cases: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties",
+                  highlight=False)
+        for title, rows in (("B loses", result["losses_detail"]), ("B wins", result["wins_detail"])):
+            if rows:
+                out.print(f"[bold]{title}[/bold]:", highlight=False)
+                for r in rows[:show]:
+                    out.print(f"  {r['difference']:+.3f}  {r['query_id']}  {r['query'][:70]}", highlight=False)
+
+
+@eval_app.command("add-case")
+def eval_add_case(
+    cases: Annotated[Path, typer.Argument(help="Golden case file to add to.")],
+    lookup_json: Annotated[Path, typer.Argument(help="A recorded lookup: the output of 'kbseek lookup --json' ('-' = stdin).")],
+    case_id: Annotated[str, typer.Option("--id", help="The new case's id.")],
+    piece: Annotated[Optional[list[int]], typer.Option(help="Answer piece (1-based) that is right; repeat. Default 1.")] = None,
+    tag: Annotated[Optional[list[str]], typer.Option(help="Tag; repeat.")] = None,
+    split: Annotated[str, typer.Option(help="dev | test")] = "dev",
+    notes: Annotated[str, typer.Option(help="Why this case exists.")] = "",
+    as_json: JsonFlag = False,
+) -> None:
+    """Turn a recorded lookup (a bad answer seen in production) into a golden case."""
+    import sys
+
+    from kbseek.cases import add_case, case_from_lookup
+    from kbseek.evaluation import DatasetError
+
+    with _errors(as_json):
+        try:
+            text = sys.stdin.read() if str(lookup_json) == "-" else lookup_json.read_text(encoding="utf-8")
+            recorded = json.loads(text)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DatasetError(f"{lookup_json}: not a lookup's JSON ({exc})") from None
+        case = case_from_lookup(recorded, case_id=case_id, pieces=piece, split=split, tags=tag, notes=notes)
+        add_case(cases, case)
+        if as_json:
+            _print_json(case.model_dump())
+        else:
+            what = "no-answer case" if not case.answerable else f"{len(case.expected)} expected piece(s)"
+            out.print(f"added case {case.id} to {cases}: {what}", highlight=False)
