@@ -69,3 +69,25 @@ def test_cli_compare_and_add_case(tmp_path):
     assert added.exit_code == 0, added.output
     stored = json.loads(case_file.read_text("utf-8"))["cases"][-1]
     assert stored["id"] == "prod-1" and stored["expected"][0]["document"] == "api/payment-errors.md"
+
+
+def test_report_writes_markdown_json_and_png_charts(tmp_path):
+    from typer.testing import CliRunner
+
+    from kbseek.interfaces.cli import app
+
+    runner = CliRunner()
+    cases = EXAMPLES / "eval" / "golden-cases.json"
+    result = runner.invoke(app, ["eval", "run", str(cases), "--policy", "lexical", "--policy", "answer:lexical",
+                                 "--cache", str(tmp_path / "cache"), "--json"])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "run.json").write_text(result.stdout, "utf-8")
+    made = runner.invoke(app, ["eval", "report", str(tmp_path / "run.json"), "--out", str(tmp_path / "out"),
+                               "--name", "baseline"])
+    assert made.exit_code == 0, made.output
+    text = (tmp_path / "out" / "baseline.md").read_text("utf-8")
+    assert "| answer:lexical |" in text and "![metrics per run](baseline-metrics.png)" in text
+    assert "## ndcg@10 by tag" in text and "| paraphrase |" in text
+    for chart in ("baseline-metrics.png", "baseline-tags.png"):
+        assert (tmp_path / "out" / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "out" / "baseline.json").read_text("utf-8"))["runs"][1]["name"] == "answer:lexical"

@@ -71,3 +71,24 @@ def eval_add_case(
         else:
             what = "no-answer case" if not case.answerable else f"{len(case.expected)} expected piece(s)"
             out.print(f"added case {case.id} to {cases}: {what}", highlight=False)
+
+
+@eval_app.command("report")
+def eval_report(
+    report_json: Annotated[Path, typer.Argument(help="Report of 'eval run --json'.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the Markdown, JSON and PNG charts.")] = Path("eval/reports"),
+    name: Annotated[Optional[str], typer.Option(help="File stem (default: the dataset's name).")] = None,
+    title: Annotated[Optional[str], typer.Option(help="Heading of the Markdown report.")] = None,
+) -> None:
+    """Write a run report as Markdown tables with PNG charts (metrics with intervals, per-tag breakdown)."""
+    from kbseek.evaluation import DatasetError
+    from kbseek.report import write_report
+
+    with _errors(False):
+        try:
+            report = json.loads(report_json.read_text(encoding="utf-8"))
+            report["runs"][0]["metrics"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+            raise DatasetError(f"{report_json}: not a 'kbseek eval run --json' report ({exc})") from None
+        path = write_report(report, out_dir, name or report["dataset"], title=title)
+        out.print(f"wrote {path} with its charts", highlight=False)

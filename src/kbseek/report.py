@@ -1,0 +1,111 @@
+"""``kbseek eval report``: evaluation runs as Markdown tables and PNG charts.
+
+Charts: one bar per run for each headline metric with its 95% bootstrap interval, and each tag's
+nDCG@10 per run. Labels stay ASCII (tags and run names are), so no CJK font is needed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HEADLINE = ("ndcg@10", "recall@10", "mrr@10", "hit@1")
+
+
+def _metrics(report: dict[str, Any]) -> list[str]:
+    available = report["runs"][0]["metrics"]
+    return [m for m in HEADLINE if m in available] or sorted(available)[:4]
+
+
+def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | None = None) -> str:
+    metrics = _metrics(report)
+    lines = [f"# {title or 'Evaluation: ' + report['dataset']}", "",
+             f"{report['config']['queries']} answerable cases; cut-offs {report['config']['k']}; "
+             f"ranked lists {report['config']['depth']} deep. Files: " +
+             ", ".join(f"`{k}` {v}" for k, v in report["files"].items()) + ".", "",
+             "| run | " + " | ".join(f"{m} [95% CI]" for m in metrics) + " | answerable refused | no-answer refused |",
+             "|---|" + "---|" * len(metrics) + "---:|---:|"]
+    for run in report["runs"]:
+        cells = [f"{run['metrics'][m]['mean']:.3f} [{run['metrics'][m]['ci_low']:.3f}, {run['metrics'][m]['ci_high']:.3f}]"
+                 for m in metrics]
+        refusals = run.get("no_answer", {})
+        unanswerable = (f"{refusals['unanswerable_refused']:.0%} of {refusals['unanswerable']}"
+                        if "unanswerable" in refusals else "–")
+        lines.append(f"| {run['name']} | " + " | ".join(cells) +
+                     f" | {refusals.get('answerable_refused', 0):.0%} | {unanswerable} |")
+    if "metrics" in charts:
+        lines += ["", f"![metrics per run]({charts['metrics']})"]
+    tags = sorted({t for run in report["runs"] for t in run.get("by_tag", {})})
+    if tags:
+        metric = metrics[0]
+        lines += ["", f"## {metric} by tag", "",
+                  "| tag | cases | " + " | ".join(r["name"] for r in report["runs"]) + " |",
+                  "|---|---:|" + "---:|" * len(report["runs"])]
+        for tag in tags:
+            first = next(r["by_tag"][tag] for r in report["runs"] if tag in r.get("by_tag", {}))
+            lines.append(f"| {tag} | {first['queries']} | " + " | ".join(
+                f"{r['by_tag'][tag][metric]:.3f}" if tag in r.get("by_tag", {}) else "–" for r in report["runs"]) + " |")
+        if "tags" in charts:
+            lines += ["", f"![{metric} by tag]({charts['tags']})"]
+    return "\n".join(lines) + "\n"
+
+
+def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
+    """Write the PNG charts next to the report; returns their file names by kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    runs = report["runs"]
+    metrics = _metrics(report)
+    names = [r["name"] for r in runs]
+    out: dict[str, str] = {}
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(metrics) * max(1, len(runs)) / 2), 3.6), dpi=110)
+    width = 0.8 / len(runs)
+    x = np.arange(len(metrics))
+    for i, run in enumerate(runs):
+        means = [run["metrics"][m]["mean"] for m in metrics]
+        low = [means[j] - run["metrics"][m]["ci_low"] for j, m in enumerate(metrics)]
+        high = [run["metrics"][m]["ci_high"] - means[j] for j, m in enumerate(metrics)]
+        ax.bar(x + i * width - 0.4 + width / 2, means, width, yerr=[low, high], capsize=3, label=names[i])
+    ax.set_xticks(x, metrics)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("mean, 95% bootstrap CI")
+    ax.set_title(f"{report['dataset']}: {report['config']['queries']} cases")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out["metrics"] = f"{stem}-metrics.png"
+    fig.savefig(folder / out["metrics"])
+    plt.close(fig)
+    tags = sorted({t for run in runs for t in run.get("by_tag", {})})
+    if tags:
+        metric = metrics[0]
+        fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(tags) * max(1, len(runs)) / 2), 3.6), dpi=110)
+        x = np.arange(len(tags))
+        for i, run in enumerate(runs):
+            values = [run.get("by_tag", {}).get(t, {}).get(metric, 0.0) for t in tags]
+            ax.bar(x + i * width - 0.4 + width / 2, values, width, label=names[i])
+        ax.set_xticks(x, [f"{t}\n(n={next(r['by_tag'][t]['queries'] for r in runs if t in r.get('by_tag', {}))})"
+                          for t in tags], fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel(metric)
+        ax.set_title(f"{report['dataset']}: {metric} by tag")
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        out["tags"] = f"{stem}-tags.png"
+        fig.savefig(folder / out["tags"])
+        plt.close(fig)
+    return out
+
+
+def write_report(report: dict[str, Any], folder: Path, stem: str, *, title: str | None = None) -> Path:
+    """``<stem>.md``, ``<stem>.json`` and the charts in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = charts(report, folder, stem)
+    (folder / f"{stem}.json").write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    path = folder / f"{stem}.md"
+    path.write_text(markdown(report, made, title=title), encoding="utf-8")
+    return path
