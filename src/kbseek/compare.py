@@ -78,3 +78,23 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, metric: str = "ndcg@10", la
         "losses_detail": [r for r in rows if r["difference"] < 0],
         "wins_detail": [r for r in reversed(rows) if r["difference"] > 0],
     }
+
+
+def regressions(run: dict[str, Any], baseline: dict[str, Any], *, metrics: tuple[str, ...] = (
+        "ndcg@10", "recall@10", "mrr@10", "hit@1"), tolerance: float = 0.01) -> list[str]:
+    """The metrics of ``run`` that fell more than ``tolerance`` below ``baseline`` (same policy), as messages;
+    refusing more answerable cases, or fewer unanswerable ones, counts too."""
+    problems = []
+    for metric in metrics:
+        now, before = run["metrics"][metric]["mean"], baseline["metrics"][metric]["mean"]
+        if now < before - tolerance:
+            problems.append(f"{run['name']}: {metric} {now:.4f} < baseline {before:.4f} - {tolerance}")
+    now_na, before_na = run.get("no_answer", {}), baseline.get("no_answer", {})
+    if now_na.get("answerable_refused", 0) > before_na.get("answerable_refused", 0) + tolerance:
+        problems.append(f"{run['name']}: answerable refused {now_na['answerable_refused']:.4f} > baseline "
+                        f"{before_na.get('answerable_refused', 0):.4f} + {tolerance}")
+    if "unanswerable_refused" in before_na and \
+            now_na.get("unanswerable_refused", 0) < before_na["unanswerable_refused"] - tolerance:
+        problems.append(f"{run['name']}: no-answer refused {now_na.get('unanswerable_refused', 0):.4f} < baseline "
+                        f"{before_na['unanswerable_refused']:.4f} - {tolerance}")
+    return problems

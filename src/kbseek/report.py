@@ -18,12 +18,20 @@ def _metrics(report: dict[str, Any]) -> list[str]:
     return [m for m in HEADLINE if m in available] or sorted(available)[:4]
 
 
+def _short(path: str) -> str:
+    """A path relative to the working folder when it is inside it (reports are committed)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | None = None) -> str:
     metrics = _metrics(report)
     lines = [f"# {title or 'Evaluation: ' + report['dataset']}", "",
              f"{report['config']['queries']} answerable cases; cut-offs {report['config']['k']}; "
              f"ranked lists {report['config']['depth']} deep. Files: " +
-             ", ".join(f"`{k}` {v}" for k, v in report["files"].items()) + ".", "",
+             ", ".join(f"`{k}` {_short(v)}" for k, v in report["files"].items()) + ".", "",
              "| run | " + " | ".join(f"{m} [95% CI]" for m in metrics) + " | answerable refused | no-answer refused |",
              "|---|" + "---|" * len(metrics) + "---:|---:|"]
     for run in report["runs"]:
@@ -63,7 +71,7 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
     metrics = _metrics(report)
     names = [r["name"] for r in runs]
     out: dict[str, str] = {}
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(metrics) * max(1, len(runs)) / 2), 3.6), dpi=110)
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
     width = 0.8 / len(runs)
     x = np.arange(len(metrics))
     for i, run in enumerate(runs):
@@ -75,7 +83,7 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("mean, 95% bootstrap CI")
     ax.set_title(f"{report['dataset']}: {report['config']['queries']} cases")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     out["metrics"] = f"{stem}-metrics.png"
     fig.savefig(folder / out["metrics"])
@@ -83,7 +91,7 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
     tags = sorted({t for run in runs for t in run.get("by_tag", {})})
     if tags:
         metric = metrics[0]
-        fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(tags) * max(1, len(runs)) / 2), 3.6), dpi=110)
+        fig, ax = plt.subplots(figsize=(min(12, max(7, 1.1 * len(tags))), 3.6), dpi=110)
         x = np.arange(len(tags))
         for i, run in enumerate(runs):
             values = [run.get("by_tag", {}).get(t, {}).get(metric, 0.0) for t in tags]
@@ -93,7 +101,7 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(metric)
         ax.set_title(f"{report['dataset']}: {metric} by tag")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         out["tags"] = f"{stem}-tags.png"
         fig.savefig(folder / out["tags"])
