@@ -193,11 +193,15 @@ def open_dataset_kb(dataset: Dataset, settings: Settings) -> KnowledgeBase:
 
 
 def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, names: list[str],
-               name: str, overrides: dict[str, Any]) -> RunResult:
+               name: str, overrides: dict[str, Any], fixture: dict[str, Any] | None = None) -> RunResult:
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
     started = time.perf_counter()
-    for query in dataset.queries + dataset.unanswerable:
+    if fixture is not None:
+        from kbseek.fixtures import replay
+
+        run = replay(kb, dataset, fixture, policy=policy, depth=depth)
+    for query in dataset.queries + dataset.unanswerable if fixture is None else ():
         ranked: dict[str, float] = {}
         for chunk in _ranked_chunks(kb, query.text, policy, depth):
             for judged in mapper.ids(chunk):
@@ -277,7 +281,7 @@ def _apply_query_settings(kb: KnowledgeBase, settings: Settings) -> None:
 def evaluate(
     dataset: Dataset, *, policies: list[str], configs: list[tuple[str, dict[str, Any]]] | None = None,
     ks: tuple[int, ...] = DEFAULT_K, depth: int = 100, cache_root: Path | None = None,
-    base: Settings | None = None,
+    base: Settings | None = None, fixture: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every (policy × configuration) over the dataset; the JSON of ``kbseek eval run --json``."""
     base = base or Settings()
@@ -301,7 +305,7 @@ def evaluate(
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
                 runs.append(run_policy(kb, dataset, policy=policy, depth=depth, names=names, name=name,
-                                       overrides=overrides))
+                                       overrides=overrides, fixture=fixture))
     finally:
         if kb is not None:
             kb.close()

@@ -76,6 +76,7 @@ class _Run:
     timings: dict[str, float]
     notes: list[str]
     reference_similarity: float | None = None
+    candidates: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # each lane's, before fusion
 
 
 def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str | None,
@@ -89,6 +90,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
     raw: dict[str, dict[str, float]] = {}
     tokens = indexes.analyzer.tokens(query)
     reference = None
+    dense_found: list[tuple[str, float]] = []
     if policy in ("lexical", "hybrid"):
         started = time.perf_counter()
         chunk_ids = None if only is None else [c for d in only if d in indexes.documents
@@ -108,7 +110,8 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
             fetch = depth if only is None else depth * 8
             result = dense.search(query, top_k=fetch, categories=groups, threshold=threshold)
             hits = result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
-            lanes["dense"], raw["dense"] = _dense_lane(indexes, tokens, hits[:depth])
+            dense_found = [(h.chunk_id, h.similarity) for h in hits[:depth]]
+            lanes["dense"], raw["dense"] = dense_lane(indexes, tokens, hits[:depth])
             if hits:
                 reference = hits[min(GAP_RANK, len(hits)) - 1].similarity
             timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
@@ -125,6 +128,17 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
         raw["l0"] = {cid: m.score for m in hint.matches for cid in ordered.get(m.document_id, ())}
         timings["l0_lane"] = _ms(started, time.perf_counter())
     started = time.perf_counter()
+    hits = fuse(indexes, lanes, raw, config, top_k)
+    timings["fusion"] = _ms(started, time.perf_counter())
+    candidates = {lane: [(c, raw[lane][c]) for c in ids] for lane, ids in lanes.items()}
+    if "dense" in lanes:  # as the vector store returned them (summary vectors included), for exact replays
+        candidates["dense"] = dense_found
+    return _Run(hits, timings, notes, reference, candidates)
+
+
+def fuse(indexes: Indexes, lanes: dict[str, list[str]], raw: dict[str, dict[str, float]], config: FusionConfig,
+         top_k: int) -> list[Hit]:
+    """Each lane's ranked chunk ids (with the raw scores) fused into the ``top_k`` hits; one lane passes through."""
     if len(lanes) == 1:
         (lane, ids), = lanes.items()
         ranked = [(cid, raw[lane][cid], {lane: rank}) for rank, cid in enumerate(ids, 1)]
@@ -138,8 +152,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
         chunk = indexes.chunks[chunk_id]
         lane_scores = {lane: LaneScore(r, raw[lane].get(chunk_id, 0.0), _LABELS[lane]) for lane, r in ranks.items()}
         hits.append(Hit(rank, score, chunk, indexes.documents[chunk.document_id].title, lane_scores))
-    timings["fusion"] = _ms(started, time.perf_counter())
-    return _Run(hits, timings, notes, reference)
+    return hits
 
 
 _LABELS = {"bm25": "bm25", "dense": "similarity", "l0": "l0"}
@@ -153,7 +166,7 @@ def _document_of(indexes: Indexes, vector_id: str) -> str | None:
     return chunk.document_id if chunk is not None else None
 
 
-def _dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[list[str], dict[str, float]]:
+def dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[list[str], dict[str, float]]:
     """Chunk hits as they are; a document-summary hit stands for the document's best chunk
     (lexical order inside it), unless that chunk is already in the lane."""
     lane: list[str] = []
@@ -234,7 +247,7 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
         log.info("lookup: policy=%s evidence=%d filter=%s relaxed=%s time=%.1fms", policy, len(run.hits),
                  chosen.category, chosen.relaxed, timings["total"])
         return LookupResult(query, request_id, policy, hint, tuple(run.hits), chosen, indexes.index_version,
-                            timings, tuple(run.notes), details, run.reference_similarity)
+                            timings, tuple(run.notes), details, run.reference_similarity, run.candidates)
 
 
 def _ms(start: float, end: float) -> float:

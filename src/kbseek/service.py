@@ -274,10 +274,14 @@ class KnowledgeBase:
         return LookupTool(self)(request)
 
     def relevance_thresholds(self) -> Thresholds:
+        dense = self.indexes.dense
+        return self.relevance_thresholds_for(dense.embedder.model_id if dense is not None else None)
+
+    def relevance_thresholds_for(self, model_id: str | None) -> Thresholds:
+        """The calibrated thresholds of an embedding model (``None``: no dense lane), with setting overrides."""
         s = self.settings
         overrides = {name: getattr(s, name) for name in THRESHOLD_FIELDS if getattr(s, name) is not None}
-        dense = self.indexes.dense
-        return thresholds_for(dense.embedder.model_id if dense is not None else None, overrides)
+        return thresholds_for(model_id, overrides)
 
     def rewriter(self) -> QueryRewriter:
         """The query rewriter for the current documents' keywords (rebuilt when they change)."""

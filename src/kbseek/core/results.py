@@ -67,3 +67,4 @@ class LookupResult:
     notes: tuple[str, ...] = ()
     explain: dict[str, Any] = field(default_factory=dict)
     reference_similarity: float | None = None  # the dense lane's 10th best cosine (relevance gap)
+    candidates: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # each lane's, before fusion

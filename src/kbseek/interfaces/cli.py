@@ -229,6 +229,18 @@ def _print_hint(response: Any) -> None:
     _print_hits(response.ranked[:10])
 
 
+def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
+              split: str | None = None) -> Any:
+    """A golden case file or a dataset folder, as one ``Dataset``."""
+    from kbseek.evaluation import load_dataset
+
+    if dataset.is_file():
+        from kbseek.cases import load_cases
+
+        return load_cases(dataset, split=split)
+    return load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+
+
 @eval_app.command("run")
 def eval_run(
     dataset: Annotated[Path, typer.Argument(help="Golden case file (.json), or dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
@@ -241,10 +253,11 @@ def eval_run(
     depth: Annotated[int, typer.Option(min=1, max=1000, help="Chunks retrieved per query.")] = 100,
     setting: Annotated[list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")] = [],
     cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+    replay: Annotated[Optional[Path], typer.Option(help="Re-score recorded lane candidates ('eval record'): no embedding.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
-    from kbseek.evaluation import evaluate, load_dataset, parse_configs
+    from kbseek.evaluation import evaluate, parse_configs
 
     with _errors(as_json):
         try:
@@ -254,14 +267,15 @@ def eval_run(
         base = _settings()
         if not _State.verbose:
             configure_logging("ERROR")  # the corpus's own warnings are not the evaluation's
-        if dataset.is_file():
-            from kbseek.cases import load_cases
+        data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+        fixture = None
+        if replay is not None:
+            from kbseek.fixtures import load
 
-            data = load_cases(dataset, split=split)
-        else:
-            data = load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+            fixture = load(replay)
+            base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
         report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
-                          cache_root=cache, base=base)
+                          cache_root=cache, base=base, fixture=fixture)
         if as_json:
             _print_json(report)
             return

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, eval_app, out
+from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, _settings, eval_app, load_data, out
 
 
 @eval_app.command("compare")
@@ -92,3 +92,34 @@ def eval_report(
             raise DatasetError(f"{report_json}: not a 'kbseek eval run --json' report ({exc})") from None
         path = write_report(report, out_dir, name or report["dataset"], title=title)
         out.print(f"wrote {path} with its charts", highlight=False)
+
+
+@eval_app.command("record")
+def eval_record(
+    dataset: Annotated[Path, typer.Argument(help="Golden case file (.json) or dataset folder.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Fixture file to write.")],
+    corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
+    queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
+    qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Only cases of this split.")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+) -> None:
+    """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
+    without embedding)."""
+    from kbseek.evaluation import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.fixtures import record
+    from kbseek.settings import Settings
+
+    with _errors(False):
+        data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+        base = _settings()
+        home = cache_home(data, base, cache or default_cache_root())
+        kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+        try:
+            fixture = record(kb, data)
+        finally:
+            kb.close()
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(fixture, ensure_ascii=False) + "\n", encoding="utf-8")
+        out.print(f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
+                  f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}", highlight=False)
