@@ -89,4 +89,4 @@ def test_eval_run_takes_a_case_file(tmp_path):
                                       "--cache", str(tmp_path / "cache"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["dataset"] == "golden-cases" and report["config"]["queries"] == 30
+    assert report["dataset"] == "golden-cases" and report["config"]["queries"] == 37

@@ -51,7 +51,7 @@ def test_cli_compare_and_add_case(tmp_path):
     compared = runner.invoke(app, ["eval", "compare", f"{report}#lexical/bm25", f"{report}#lexical/flat", "--json"])
     assert compared.exit_code == 0, compared.output
     data = json.loads(compared.stdout)
-    assert data["cases"] == 30 and data["wins"] + data["losses"] + data["ties"] == 30 and 0 < data["p_value"] <= 1
+    assert data["cases"] == 37 and data["wins"] + data["losses"] + data["ties"] == 37 and 0 < data["p_value"] <= 1
     missing = runner.invoke(app, ["eval", "compare", f"{report}#nope", str(report), "--json"])
     assert missing.exit_code == 2 and "no run named 'nope'" in missing.stdout
 
