@@ -227,8 +227,8 @@ class LookupTool:
                             for h in hits[:3])
         else:
             closest = ()
-        answer = assemble(candidates[: request.top_k] if not request.section else candidates,
-                          {d: document_info(doc) for d, doc in indexes.documents.items()},
+        placed = candidates[: request.top_k] if not request.section else candidates
+        answer = assemble(placed, {c.document_id: document_info(indexes.documents[c.document_id]) for c in placed},
                           seen={} if request.section else seen, dedup_mode=request.dedup, budget_chars=budget,
                           per_document=s.answer_per_document if not request.section else len(candidates) or 1,
                           url_template=s.source_url_template or None, extra=extra)
