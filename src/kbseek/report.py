@@ -80,14 +80,8 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
         high = [run["metrics"][m]["ci_high"] - means[j] for j, m in enumerate(metrics)]
         ax.bar(x + i * width - 0.4 + width / 2, means, width, yerr=[low, high], capsize=3, label=names[i])
     ax.set_xticks(x, metrics)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("mean, 95% bootstrap CI")
-    ax.set_title(f"{report['dataset']}: {report['config']['queries']} cases")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    out["metrics"] = f"{stem}-metrics.png"
-    fig.savefig(folder / out["metrics"])
-    plt.close(fig)
+    out["metrics"] = _save(plt, fig, ax, "mean, 95% bootstrap CI", f"{report['dataset']}: "
+                           f"{report['config']['queries']} cases", folder / f"{stem}-metrics.png")
     tags = sorted({t for run in runs for t in run.get("by_tag", {})})
     if tags:
         metric = metrics[0]
@@ -98,15 +92,19 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
             ax.bar(x + i * width - 0.4 + width / 2, values, width, label=names[i])
         ax.set_xticks(x, [f"{t}\n(n={next(r['by_tag'][t]['queries'] for r in runs if t in r.get('by_tag', {}))})"
                           for t in tags], fontsize=8)
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel(metric)
-        ax.set_title(f"{report['dataset']}: {metric} by tag")
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        fig.tight_layout()
-        out["tags"] = f"{stem}-tags.png"
-        fig.savefig(folder / out["tags"])
-        plt.close(fig)
+        out["tags"] = _save(plt, fig, ax, metric, f"{report['dataset']}: {metric} by tag", folder / f"{stem}-tags.png")
     return out
+
+
+def _save(plt: Any, fig: Any, ax: Any, ylabel: str, title: str, path: Path) -> str:
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
 
 
 def write_report(report: dict[str, Any], folder: Path, stem: str, *, title: str | None = None) -> Path:
