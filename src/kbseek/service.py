@@ -12,6 +12,7 @@ from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.sessions import SessionStore
 from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
 from kbseek.core.frontmatter import parse_frontmatter
@@ -54,6 +55,7 @@ class KnowledgeBase:
         self.files = files
         self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository))
         self.sessions = SessionStore(repository.engine)
+        self.invocations = InvocationStore(repository.engine)
         self._rewriter: tuple[str, QueryRewriter] | None = None
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,

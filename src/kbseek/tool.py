@@ -25,6 +25,7 @@ from kbseek.core.results import CategoryFilter, Hit
 from kbseek.core.rewrite import Rewrite
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import IndexedDocument, Indexes
+from kbseek.records import failure_row, success_row
 from kbseek.sections import document_chunks, expanded, find_section, resolve_document
 
 if TYPE_CHECKING:
@@ -169,10 +170,19 @@ class LookupTool:
         self.kb = kb
 
     def __call__(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
-        if not isinstance(request, LookupRequest):
-            request = LookupRequest.parse(request)
-        kb, s = self.kb, self.kb.settings
+        """Answer, and record the call (a failed one too); recording never fails the answer."""
         started = time.perf_counter()
+        try:
+            parsed = request if isinstance(request, LookupRequest) else LookupRequest.parse(request)
+            response = self._answer(parsed, started)
+        except Exception as exc:
+            self.kb.invocations.record(failure_row(request, exc, (time.perf_counter() - started) * 1000))
+            raise
+        self.kb.invocations.record(success_row(response, (time.perf_counter() - started) * 1000))
+        return response
+
+    def _answer(self, request: LookupRequest, started: float) -> LookupResponse:
+        kb, s = self.kb, self.kb.settings
         policy = request.policy or s.policy
         indexes = kb.indexes
         indexes.refresh()

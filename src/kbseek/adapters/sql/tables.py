@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -134,3 +134,29 @@ class SessionEvidenceRow(Base):
     call: Mapped[int] = mapped_column(Integer)
     query: Mapped[str] = mapped_column(Text)
     given_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ToolInvocationRow(Base):
+    """One ``lookup_knowledge`` call, successful or not (seed 001 §7: the ``tool_invocation`` record)."""
+
+    __tablename__ = "tool_invocations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tool_name: Mapped[str] = mapped_column(String(64))
+    session_id: Mapped[str | None] = mapped_column(String(128), index=True, nullable=True)
+    call: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    query: Mapped[str] = mapped_column(Text)
+    policy: Mapped[str] = mapped_column(String(32))
+    retrieval_layer: Mapped[str] = mapped_column(String(32))
+    l0_match_count: Mapped[int] = mapped_column(Integer)
+    l1_match_count: Mapped[int] = mapped_column(Integer)
+    retrieval_details: Mapped[dict[str, Any]] = mapped_column(JSON)
+    relevance_level: Mapped[str] = mapped_column(String(32))
+    dedup_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output_preview: Mapped[str] = mapped_column(Text)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    timings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    success: Mapped[bool] = mapped_column(Boolean)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

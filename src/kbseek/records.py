@@ -1,0 +1,84 @@
+"""What a ``lookup_knowledge`` call leaves behind: the ``tool_invocation`` row of seed 001 §7."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbseek.core.answer import Answer
+
+PREVIEW_CHARS = 500
+LANE_CANDIDATES = 20  # per lane, in the record
+
+
+def preview(answer: Answer, limit: int = PREVIEW_CHARS) -> str:
+    """The start of what the agent read: status, then each document and its first piece."""
+    parts = [f"{answer.status} {answer.level}"]
+    for entry in answer.documents:
+        first = entry.pieces[0].text if entry.pieces else entry.content
+        parts.append(f"[{entry.document.path}] " + " ".join(first.split())[:200])
+    parts += [f"[DEDUPED {d.path}]" for d in answer.deduplicated]
+    text = " | ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def layer(policy: str, l0_matches: int, l1_matches: int) -> str:
+    """``retrieval_layer``: which layers produced the evidence."""
+    if policy == "lexical":
+        return "lexical"
+    names = [name for name, count in (("L0", l0_matches), ("L1", l1_matches)) if count]
+    return "+".join(names) or "none"
+
+
+def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
+    answer = response.answer
+    hint = response.hint
+    ranked = response.ranked
+    l1 = sum(1 for hit in ranked if "dense" in hit.lanes or "bm25" in hit.lanes)
+    lanes: dict[str, list[dict[str, Any]]] = {}
+    for hit in ranked:
+        for name, lane in hit.lanes.items():
+            lanes.setdefault(name, []).append({"chunk_id": hit.chunk.id, "path": hit.chunk.source_path,
+                                               "rank": lane.rank, "score": round(lane.score, 6)})
+    details = {
+        "l0_matches": [{"title": m.title, "path": m.path, "field": m.field, "exact": m.exact, "score": m.score}
+                       for m in hint.matches],
+        "l0_keywords": list(hint.matched_keywords),
+        "domains": list(hint.domains),
+        "filter": {"category": response.filter.category, "source": response.filter.source,
+                   "relaxed": response.filter.relaxed},
+        "filters": response.filters,
+        "lanes": {name: sorted(found, key=lambda x: x["rank"])[:LANE_CANDIDATES] for name, found in lanes.items()},
+        "fused": [{"chunk_id": h.chunk.id, "path": h.chunk.source_path, "score": round(h.score, 6)} for h in ranked[:10]],
+        "evidence": [{"path": e.document.path, "form": e.form, "relevance": e.level,
+                      "anchors": [p.anchor for p in e.pieces]} for e in answer.documents],
+        "evidence_status": answer.evidence_status,
+        "deduplicated": [{"path": d.path, "anchor": d.anchor, "first_call": d.first_call} for d in answer.deduplicated],
+        "fallbacks": list(response.notes),
+        "index_version": response.index_version,
+        "embedding_model": response.embedding_model,
+        "thresholds_source": response.thresholds.source,
+        "legacy": response.legacy or None,
+    }
+    return {
+        "tool_name": "lookup_knowledge", "session_id": response.session_id, "call": response.call,
+        "request_id": response.request_id, "query": response.query, "policy": response.policy,
+        "retrieval_layer": layer(response.policy, len(hint.matches), l1),
+        "l0_match_count": len(hint.matches), "l1_match_count": l1, "retrieval_details": details,
+        "relevance_level": answer.level,
+        "dedup_reason": "; ".join(d.reason for d in answer.deduplicated) or None,
+        "output_preview": preview(answer), "duration_ms": round(duration_ms, 3), "timings": response.timings_ms,
+        "success": True, "error": None,
+    }
+
+
+def failure_row(request: Any, error: Exception, duration_ms: float, request_id: str = "") -> dict[str, Any]:
+    data = request if isinstance(request, dict) else (request.model_dump() if hasattr(request, "model_dump") else {})
+    query = data.get("query")
+    return {
+        "tool_name": "lookup_knowledge", "session_id": data.get("session_id") if isinstance(data.get("session_id"), str)
+        else None, "call": None, "request_id": request_id, "query": query if isinstance(query, str) else repr(query),
+        "policy": str(data.get("policy") or ""), "retrieval_layer": "none", "l0_match_count": 0, "l1_match_count": 0,
+        "retrieval_details": {}, "relevance_level": "ERROR", "dedup_reason": None, "output_preview": "",
+        "duration_ms": round(duration_ms, 3), "timings": {}, "success": False,
+        "error": f"{type(error).__name__}: {error}"[:2000],
+    }

@@ -1,0 +1,58 @@
+"""tool_invocation records: one row per lookup_knowledge call, failures too, never failing the call."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from sqlalchemy import text
+
+from conftest import EXAMPLES
+from kbseek.errors import NotFoundError
+from kbseek.tool import InvalidRequest
+
+
+def test_every_call_is_recorded_with_what_each_layer_found(kb):
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    response = kb.lookup_knowledge({"query": "jmap 内存泄漏", "session_id": "diag-9"})
+    kb.lookup_knowledge({"query": "jmap 内存泄漏", "session_id": "diag-9"})
+    first, second = kb.invocations.list(session_id="diag-9")
+    assert (first["call"], second["call"]) == (1, 2) and first["success"] is True
+    assert first["request_id"] == response.request_id and first["policy"] == "hybrid"
+    assert first["l0_match_count"] == len(response.hint.matches) > 0 and first["retrieval_layer"].startswith("L0")
+    details = first["retrieval_details"]
+    assert details["l0_matches"][0]["path"] == "troubleshoot/jvm-oom.md"
+    assert details["lanes"]["bm25"][0]["rank"] == 1 and details["evidence_status"] == first_status(response)
+    assert first["relevance_level"] == response.answer.level and first["output_preview"].startswith("answer")
+    assert second["retrieval_details"]["deduplicated"] and "already given in call 1" in second["dedup_reason"]
+    assert first["timings"]["total"] > 0 and first["duration_ms"] >= first["timings"]["total"] * 0.5
+
+
+def first_status(response):
+    return response.answer.evidence_status
+
+
+def test_failed_calls_are_recorded_and_re_raised(kb):
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    with pytest.raises(InvalidRequest):
+        kb.lookup_knowledge({"query": "x", "top_k": "many", "session_id": "bad"})
+    with pytest.raises(NotFoundError):
+        kb.lookup_knowledge({"query": "x", "section": "nope.md#a", "session_id": "bad"})
+    rows = kb.invocations.list(session_id="bad")
+    assert [r["success"] for r in rows] == [False, False]
+    assert "top_k" in rows[0]["error"] and "NotFoundError" in rows[1]["error"]
+
+
+def test_a_broken_record_table_does_not_fail_the_lookup(kb, caplog):
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    engine = kb.repository.engine
+    with engine.begin() as conn:  # the table goes away under the running service, and comes back after
+        conn.execute(text("ALTER TABLE tool_invocations RENAME TO tool_invocations_away"))
+    try:
+        with caplog.at_level(logging.WARNING, logger="kbseek"):
+            response = kb.lookup_knowledge({"query": "ERR_TIMEOUT"})
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE tool_invocations_away RENAME TO tool_invocations"))
+    assert response.answer.status == "answer"
+    assert "tool invocation not recorded" in caplog.text
