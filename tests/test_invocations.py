@@ -56,3 +56,33 @@ def test_a_broken_record_table_does_not_fail_the_lookup(kb, caplog):
             conn.execute(text("ALTER TABLE tool_invocations_away RENAME TO tool_invocations"))
     assert response.answer.status == "answer"
     assert "tool invocation not recorded" in caplog.text
+
+
+def test_trace_shows_a_session_in_order(tmp_path):
+    import json
+
+    import jsonschema
+    from typer.testing import CliRunner
+
+    from conftest import ROOT
+    from kbseek.interfaces.cli import app
+
+    runner = CliRunner()
+    home = str(tmp_path / "home")
+    assert runner.invoke(app, ["--home", home, "ingest", str(EXAMPLES / "knowledge_base")]).exit_code == 0
+    for query in ("jmap 内存泄漏", "jmap 内存泄漏", "x"):
+        args = ["--home", home, "lookup", query, "--session", "t1"]
+        runner.invoke(app, args + (["--section", "nope.md#a"] if query == "x" else []))
+    result = runner.invoke(app, ["--home", home, "trace", "t1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, json.loads((ROOT / "schemas" / "trace.schema.json").read_text("utf-8")))
+    first, second, failed = data["calls"]
+    assert [first["call"], second["call"]] == [1, 2] and failed["success"] is False
+    assert first["evidence"][0]["path"] == "troubleshoot/jvm-oom.md"
+    assert second["deduplicated"] and all(d["first_call"] == 1 for d in second["deduplicated"])
+    seen = {d["path"]: d for d in data["documents_seen"]}
+    assert seen["troubleshoot/jvm-oom.md"]["first_call"] == 1 and seen["troubleshoot/jvm-oom.md"]["anchors"]
+    human = runner.invoke(app, ["--home", home, "trace", "t1"])
+    assert "DEDUPED" in human.stdout and "FAILED" in human.stdout
+    assert runner.invoke(app, ["--home", home, "trace", "nobody", "--json"]).exit_code == 2

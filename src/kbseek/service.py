@@ -275,6 +275,30 @@ class KnowledgeBase:
 
         return LookupTool(self)(request)
 
+    def trace(self, session_id: str) -> dict[str, Any]:
+        """A session's diagnosis trace: its calls in order with their evidence, and the documents it has seen."""
+        calls = self.invocations.list(session_id=session_id, limit=10_000)
+        if not calls:
+            raise NotFoundError(f"no lookup recorded for session {session_id!r}")
+        seen: dict[str, dict[str, Any]] = {}
+        paths = {d.id: d.path for d in self.indexes.documents.values()}
+        for row in self.sessions.given(session_id):
+            entry = seen.setdefault(row["document_id"], {"document_id": row["document_id"],
+                                                         "path": paths.get(row["document_id"]),
+                                                         "first_call": row["call"], "anchors": []})
+            if row["anchor"] is not None:
+                entry["anchors"].append(row["anchor"])
+        return {
+            "session_id": session_id,
+            "calls": [{"call": c["call"], "request_id": c["request_id"], "query": c["query"], "policy": c["policy"],
+                       "success": c["success"], "error": c["error"], "relevance_level": c["relevance_level"],
+                       "evidence_status": c["retrieval_details"].get("evidence_status"),
+                       "evidence": c["retrieval_details"].get("evidence", []),
+                       "deduplicated": c["retrieval_details"].get("deduplicated", []),
+                       "duration_ms": c["duration_ms"], "at": c["created_at"].isoformat()} for c in calls],
+            "documents_seen": list(seen.values()),
+        }
+
     def relevance_thresholds(self) -> Thresholds:
         dense = self.indexes.dense
         return self.relevance_thresholds_for(dense.embedder.model_id if dense is not None else None)

@@ -1,4 +1,4 @@
-"""``kbseek eval compare`` and ``kbseek eval add-case``: the evaluation verbs beyond ``run``."""
+"""The evaluation verbs beyond ``run`` (compare, add-case, report, record) and ``kbseek trace``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, _settings, eval_app, load_data, out
+from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, _settings, app, eval_app, load_data, out
 
 
 @eval_app.command("compare")
@@ -123,3 +123,32 @@ def eval_record(
         out_file.write_text(json.dumps(fixture, ensure_ascii=False) + "\n", encoding="utf-8")
         out.print(f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
                   f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}", highlight=False)
+
+
+@app.command("trace")
+def trace(
+    session_id: Annotated[str, typer.Argument(help="The session id the agent passed to lookup_knowledge.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A session's diagnosis trace: its lookups in order, their evidence, what was deduplicated, documents seen."""
+    from kbseek.interfaces.cli import _open
+
+    with _errors(as_json):
+        data = _open().trace(session_id)
+        if as_json:
+            _print_json(data)
+            return
+        out.print(f"[bold]session {session_id}[/bold]: {len(data['calls'])} call(s), "
+                  f"{len(data['documents_seen'])} document(s) seen", highlight=False)
+        for c in data["calls"]:
+            state = c["relevance_level"] if c["success"] else f"FAILED: {c['error']}"
+            out.print(f"{c['call'] or '-':>3}. {c['query'][:70]}  → {state} ({c['evidence_status'] or '-'}, "
+                      f"{c['duration_ms']:.0f} ms)", highlight=False, markup=False)
+            for e in c["evidence"]:
+                out.print(f"       {e['relevance']:<15} {e['path']}  {', '.join(e['anchors'])}", highlight=False,
+                          markup=False)
+            for d in c["deduplicated"]:
+                out.print(f"       DEDUPED         {d['path']}#{d['anchor'] or ''} (given in call {d['first_call']})",
+                          highlight=False, markup=False)
+        out.print("documents seen: " + ", ".join(f"{d['path']} (call {d['first_call']})" for d in data["documents_seen"]),
+                  highlight=False, markup=False)

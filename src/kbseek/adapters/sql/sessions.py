@@ -77,6 +77,14 @@ class SessionStore:
             if rows:
                 session.execute(insert(SessionEvidenceRow), rows)
 
+    def given(self, session_id: str) -> list[dict[str, object]]:
+        """What the session was given, in the order it was first given."""
+        with self._sessions() as session:
+            rows = session.scalars(select(SessionEvidenceRow).where(SessionEvidenceRow.session_id == session_id)
+                                   .order_by(SessionEvidenceRow.call, SessionEvidenceRow.key)).all()
+        return [{"key": r.key, "document_id": r.document_id, "anchor": r.anchor, "call": r.call, "query": r.query}
+                for r in rows]
+
     def forget(self, session_id: str) -> None:
         with self._sessions() as session, session.begin():
             session.execute(delete(SessionEvidenceRow).where(SessionEvidenceRow.session_id == session_id))
