@@ -86,3 +86,20 @@ def test_trace_shows_a_session_in_order(tmp_path):
     human = runner.invoke(app, ["--home", home, "trace", "t1"])
     assert "DEDUPED" in human.stdout and "FAILED" in human.stdout
     assert runner.invoke(app, ["--home", home, "trace", "nobody", "--json"]).exit_code == 2
+
+
+def test_verifier_summary_is_bounded_and_names_gaps(kb):
+    from kbseek.verifier import summarize
+
+    kb.ingest([EXAMPLES / "knowledge_base"])
+    for query in ("ERR_TIMEOUT 怎么排查", "光合作用的化学方程式是什么", "ERR_TIMEOUT 怎么排查"):
+        kb.lookup_knowledge({"query": query, "session_id": "v1"})
+    summary = summarize(kb.trace("v1"))
+    assert summary["calls"] == 3 and summary["no_confident_match"] == ["光合作用的化学方程式是什么"]
+    assert summary["repeated"] == ["ERR_TIMEOUT 怎么排查"] and "api/payment-errors.md" in summary["sources"]
+    assert [q["evidence_status"] for q in summary["queries"]][1] == "none"
+    assert "1 without a confident match; 1 repeated" in summary["text"]
+    for n in range(40):
+        kb.lookup_knowledge({"query": f"支付网关 超时 第{n}次 排查 ERR_TIMEOUT", "session_id": "v1"})
+    long = summarize(kb.trace("v1"), limit=600)
+    assert len(long["text"]) <= 600 and "more call(s)" in long["text"] and long["calls"] == 43

@@ -152,3 +152,21 @@ def trace(
                           highlight=False, markup=False)
         out.print("documents seen: " + ", ".join(f"{d['path']} (call {d['first_call']})" for d in data["documents_seen"]),
                   highlight=False, markup=False)
+
+
+@app.command("verify-summary")
+def verify_summary(
+    session_id: Annotated[str, typer.Argument(help="The session id the agent passed to lookup_knowledge.")],
+    limit: Annotated[int, typer.Option(min=200, max=20_000, help="Characters of the text summary.")] = 2000,
+    as_json: JsonFlag = False,
+) -> None:
+    """The tool-trace summary for a verifier: questions, strongest level, evidence status and sources, bounded."""
+    from kbseek.interfaces.cli import _open
+    from kbseek.verifier import summarize
+
+    with _errors(as_json):
+        summary = summarize(_open().trace(session_id), limit=limit)
+        if as_json:
+            _print_json(summary)
+        else:
+            out.print(summary["text"], highlight=False, markup=False)

@@ -1,0 +1,57 @@
+"""The tool-trace summary a verifier model checks an answer against (seed 001 §7, ToolTraceSummaryService).
+
+Built from a session's trace: which questions were asked, the strongest relevance level each reached, its
+evidence status (complete, partial, none) and sources, which found no confident match, which were asked again.
+Bounded: the text never exceeds ``limit`` characters (later calls are summarised by count when it would).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_LIMIT = 2000
+
+
+def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """JSON and text of a session's tool use; ``text`` is at most ``limit`` characters."""
+    asked: dict[str, int] = {}
+    queries = []
+    for call in trace["calls"]:
+        key = " ".join(call["query"].split()).casefold()
+        asked[key] = asked.get(key, 0) + 1
+        status = call["evidence_status"] or ("none" if call["success"] else "failed")
+        queries.append({"call": call["call"], "query": call["query"], "success": call["success"],
+                        "relevance": call["relevance_level"], "evidence_status": status,
+                        "sources": sorted({e["path"] for e in call["evidence"]}),
+                        "repeated": asked[key] > 1})
+    summary = {
+        "session_id": trace["session_id"],
+        "calls": len(queries),
+        "queries": queries,
+        "no_confident_match": [q["query"] for q in queries if q["relevance"] == "NO_CONFIDENT_MATCH"],
+        "repeated": sorted({q["query"] for q in queries if q["repeated"]}),
+        "sources": sorted({s for q in queries for s in q["sources"]}),
+    }
+    summary["text"] = _text(summary, limit)
+    return summary
+
+
+def _text(summary: dict[str, Any], limit: int) -> str:
+    head = (f"Session {summary['session_id']}: {summary['calls']} lookup(s); "
+            f"{len(summary['no_confident_match'])} without a confident match; "
+            f"{len(summary['repeated'])} repeated question(s).")
+    lines = [head]
+    tail = "Sources: " + ", ".join(summary["sources"]) if summary["sources"] else "Sources: none"
+    budget = limit - len(head) - len(tail) - 2
+    for n, q in enumerate(summary["queries"]):
+        sources = ", ".join(q["sources"][:3]) + (" …" if len(q["sources"]) > 3 else "")
+        line = (f"{q['call'] or '-'}. {q['query'][:80]} → {q['relevance']}, evidence {q['evidence_status']}"
+                + (f" [{sources}]" if sources else "") + (" (repeated)" if q["repeated"] else ""))
+        if len(line) + 1 > budget:
+            lines.append(f"… and {len(summary['queries']) - n} more call(s)")
+            break
+        lines.append(line)
+        budget -= len(line) + 1
+    if len(tail) > limit - sum(len(x) + 1 for x in lines):
+        tail = tail[: max(0, limit - sum(len(x) + 1 for x in lines) - 1)].rstrip(", ") + "…"
+    return "\n".join([*lines, tail])[:limit]
