@@ -99,6 +99,7 @@ def test_verifier_summary_is_bounded_and_names_gaps(kb):
     assert summary["repeated"] == ["ERR_TIMEOUT 怎么排查"] and "api/payment-errors.md" in summary["sources"]
     assert [q["evidence_status"] for q in summary["queries"]][1] == "none"
     assert "1 without a confident match; 1 repeated" in summary["text"]
+    assert 0 < summary["evidence_score"] < 1  # the photosynthesis call counts 0
     for n in range(40):
         kb.lookup_knowledge({"query": f"支付网关 超时 第{n}次 排查 ERR_TIMEOUT", "session_id": "v1"})
     long = summarize(kb.trace("v1"), limit=600)

@@ -10,6 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 DEFAULT_LIMIT = 2000
+# The evidence score of a session: the mean over its calls of level weight × evidence-status factor, in [0, 1].
+# A DEDUPED answer pointed back at evidence already given, so it keeps the weight of that evidence's kind (0.8).
+LEVEL_WEIGHT = {"PRECISE": 1.0, "HIGHLY_RELEVANT": 0.8, "DEDUPED": 0.8, "REFERENCE": 0.4}
+STATUS_FACTOR = {"complete": 1.0, "partial": 0.7}
+
+
+def evidence_score(queries: list[dict[str, Any]]) -> float:
+    """How well the session's answers rest on retrieved evidence: 1 = every call precise and complete;
+    a call with no confident match, no evidence or an error counts 0.
+
+    >>> evidence_score([{"relevance": "PRECISE", "evidence_status": "complete"},
+    ...                 {"relevance": "REFERENCE", "evidence_status": "partial"}])
+    0.64
+    """
+    if not queries:
+        return 0.0
+    total = sum(LEVEL_WEIGHT.get(q["relevance"], 0.0) * STATUS_FACTOR.get(q["evidence_status"], 0.0) for q in queries)
+    return round(total / len(queries), 4)
 
 
 def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
@@ -31,6 +49,7 @@ def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str,
         "no_confident_match": [q["query"] for q in queries if q["relevance"] == "NO_CONFIDENT_MATCH"],
         "repeated": sorted({q["query"] for q in queries if q["repeated"]}),
         "sources": sorted({s for q in queries for s in q["sources"]}),
+        "evidence_score": evidence_score(queries),
     }
     summary["text"] = _text(summary, limit)
     return summary
@@ -39,7 +58,7 @@ def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str,
 def _text(summary: dict[str, Any], limit: int) -> str:
     head = (f"Session {summary['session_id']}: {summary['calls']} lookup(s); "
             f"{len(summary['no_confident_match'])} without a confident match; "
-            f"{len(summary['repeated'])} repeated question(s).")
+            f"{len(summary['repeated'])} repeated question(s); evidence score {summary['evidence_score']:.2f}.")
     lines = [head]
     tail = "Sources: " + ", ".join(summary["sources"]) if summary["sources"] else "Sources: none"
     budget = limit - len(head) - len(tail) - 2
