@@ -91,3 +91,12 @@ def test_report_writes_markdown_json_and_png_charts(tmp_path):
     for chart in ("baseline-metrics.png", "baseline-tags.png"):
         assert (tmp_path / "out" / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "out" / "baseline.json").read_text("utf-8"))["runs"][1]["name"] == "answer:lexical"
+
+
+def test_report_without_json_copies_no_query_text(tmp_path):
+    from kbseek.report import write_report
+
+    report = json.loads((EXAMPLES.parent / "eval" / "reports" / "baseline.json").read_text("utf-8"))
+    path = write_report(report, tmp_path, "shared", with_json=False)
+    assert not (tmp_path / "shared.json").exists()
+    assert report["runs"][0]["per_query"][0]["query"] not in path.read_text("utf-8")

@@ -254,8 +254,13 @@ def _ranked_chunks(kb: KnowledgeBase, query: str, policy: str, depth: int) -> li
         return [hit.chunk for hit in kb.lookup(query, top_k=depth, policy=policy).evidence]
     response = kb.lookup_knowledge({"query": query, "policy": policy.removeprefix(ANSWER_PREFIX),
                                     "top_k": min(depth, 50), "budget_chars": 100_000})
+    return answer_chunks(kb, response.answer)
+
+
+def answer_chunks(kb: KnowledgeBase, answer: Any) -> list[Chunk]:
+    """An answer as the ranked chunks it stands for (see ``_ranked_chunks``)."""
     chunks = []
-    for entry in response.answer.documents:
+    for entry in answer.documents:
         if entry.pieces:
             chunks += [kb.indexes.chunks[p.chunk_ids[0]] for p in entry.pieces]
         elif entry.form == "compact_summary" and kb.indexes.documents[entry.document.id].chunk_ids:

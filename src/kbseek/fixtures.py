@@ -17,7 +17,7 @@ from kbseek import retrieval
 from kbseek.core import metrics as m
 from kbseek.core.answer import assemble
 from kbseek.core.keywords import DocumentMatch, KeywordHint
-from kbseek.evaluation import ANSWER_PREFIX, Dataset, DatasetError, JudgmentMapper
+from kbseek.evaluation import ANSWER_PREFIX, Dataset, DatasetError, JudgmentMapper, answer_chunks
 from kbseek.interfaces.views import hint_view
 from kbseek.ports import VectorHit
 from kbseek.service import KnowledgeBase
@@ -101,7 +101,7 @@ def replay(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, poli
                                   case["reference_similarity"])
             result = assemble(candidates[:ANSWER_TOP_K], infos, seen={}, budget_chars=100_000,
                               per_document=kb.settings.answer_per_document)
-            chunks = [kb.indexes.chunks[p.chunk_ids[0]] for e in result.documents for p in e.pieces]
+            chunks = answer_chunks(kb, result)
         else:
             chunks = [h.chunk for h in hits]
         ranked: dict[str, float] = {}

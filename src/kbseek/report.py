@@ -107,11 +107,14 @@ def _save(plt: Any, fig: Any, ax: Any, ylabel: str, title: str, path: Path) -> s
     return path.name
 
 
-def write_report(report: dict[str, Any], folder: Path, stem: str, *, title: str | None = None) -> Path:
-    """``<stem>.md``, ``<stem>.json`` and the charts in ``folder``."""
+def write_report(report: dict[str, Any], folder: Path, stem: str, *, title: str | None = None,
+                 with_json: bool = True) -> Path:
+    """``<stem>.md``, the charts and (``with_json``) ``<stem>.json`` in ``folder``. The JSON holds every query's
+    text: leave it out for data whose licence forbids copying it (the shared sets)."""
     folder.mkdir(parents=True, exist_ok=True)
     made = charts(report, folder, stem)
-    (folder / f"{stem}.json").write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if with_json:
+        (folder / f"{stem}.json").write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     path = folder / f"{stem}.md"
     path.write_text(markdown(report, made, title=title), encoding="utf-8")
     return path

@@ -79,6 +79,7 @@ def eval_report(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for the Markdown, JSON and PNG charts.")] = Path("eval/reports"),
     name: Annotated[Optional[str], typer.Option(help="File stem (default: the dataset's name).")] = None,
     title: Annotated[Optional[str], typer.Option(help="Heading of the Markdown report.")] = None,
+    with_json: Annotated[bool, typer.Option("--json/--no-json", help="Also copy the run JSON (it holds every query's text).")] = True,
 ) -> None:
     """Write a run report as Markdown tables with PNG charts (metrics with intervals, per-tag breakdown)."""
     from kbseek.evaluation import DatasetError
@@ -90,7 +91,7 @@ def eval_report(
             report["runs"][0]["metrics"]
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
             raise DatasetError(f"{report_json}: not a 'kbseek eval run --json' report ({exc})") from None
-        path = write_report(report, out_dir, name or report["dataset"], title=title)
+        path = write_report(report, out_dir, name or report["dataset"], title=title, with_json=with_json)
         out.print(f"wrote {path} with its charts", highlight=False)
 
 
