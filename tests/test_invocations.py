@@ -51,11 +51,13 @@ def test_a_broken_record_table_does_not_fail_the_lookup(kb, caplog):
     try:
         with caplog.at_level(logging.WARNING, logger="kbseek"):
             response = kb.lookup_knowledge({"query": "ERR_TIMEOUT"})
+            kb.invocations.flush()  # the writer thread meets the missing table now, not after it is back
     finally:
         with engine.begin() as conn:
             conn.execute(text("ALTER TABLE tool_invocations_away RENAME TO tool_invocations"))
     assert response.answer.status == "answer"
     assert "tool invocation not recorded" in caplog.text
+    assert b"kbseek_invocation_record_failures_total 1.0" in kb.telemetry.exposition()
 
 
 def test_trace_shows_a_session_in_order(tmp_path):

@@ -10,9 +10,10 @@ restart or a second evaluation run on the same corpus analyses nothing again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from kbseek.core.keywords import KeywordEntry, KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.dense import DenseIndex
+from kbseek.rwlock import ReadWriteLock
 
 log = logging.getLogger("kbseek")
 
@@ -75,16 +77,30 @@ class Indexes:
         self.chunks: dict[str, Chunk] = {}
         self.version = -1
         self.counters = {"analysed": 0, "from_cache": 0}  # chunks, since start
-        self._lock = threading.RLock()
+        self._lock = ReadWriteLock()
 
     @property
     def index_version(self) -> str:
         """Database change counter + analyser rules and dictionary: names what was indexed."""
         return f"{self.version}:{self.analyzer.version}"
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Refresh, then read: the block sees one consistent version while other readers run beside it."""
+        if not self._lock.reading_here():
+            self.refresh()
+        with self._lock.read():
+            yield
+
     def refresh(self, *, force: bool = False) -> bool:
-        """Bring the indexes up to the database's version; returns whether anything changed."""
-        with self._lock:
+        """Bring the indexes up to the database's version; returns whether anything changed.
+
+        Inside a :meth:`snapshot` it does nothing: a reader keeps the version it started with."""
+        if self._lock.reading_here():
+            return False
+        if self.repository.version() == self.version and not force:
+            return False  # the common case, without waiting for readers to leave
+        with self._lock.write():
             version = self.repository.version()
             if version == self.version and not force:
                 return False

@@ -29,11 +29,30 @@ def layer(policy: str, l0_matches: int, l1_matches: int) -> str:
     return "+".join(names) or "none"
 
 
+# What the notes of a lookup say, by kind (the notes themselves are for the agent to read)
+FALLBACK_NOTES = (
+    ("dense lane unavailable", "dense_unavailable"),
+    ("vector store fallback", "vector_store_fallback"),
+    ("the rewritten query found no confident match", "rewrite_original_query"),
+    ("no document matches the filters", "filters_matched_nothing"),
+)
+
+
+def fallback_kinds(notes: tuple[str, ...], filter_relaxed: bool) -> list[str]:
+    """
+    >>> fallback_kinds(("dense lane unavailable: no embedder configured",), True)
+    ['domain_filter_relaxed', 'dense_unavailable']
+    """
+    kinds = ["domain_filter_relaxed"] if filter_relaxed else []
+    return kinds + [kind for prefix, kind in FALLBACK_NOTES if any(n.startswith(prefix) for n in notes)]
+
+
 def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
     answer = response.answer
     hint = response.hint
     ranked = response.ranked
     l1 = sum(1 for hit in ranked if "dense" in hit.lanes or "bm25" in hit.lanes)
+    lanes_of = {hit.chunk.id: hit.lanes for hit in ranked}
     lanes: dict[str, list[dict[str, Any]]] = {}
     for hit in ranked:
         for name, lane in hit.lanes.items():
@@ -50,10 +69,13 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
         "lanes": {name: sorted(found, key=lambda x: x["rank"])[:LANE_CANDIDATES] for name, found in lanes.items()},
         "fused": [{"chunk_id": h.chunk.id, "path": h.chunk.source_path, "score": round(h.score, 6)} for h in ranked[:10]],
         "evidence": [{"path": e.document.path, "form": e.form, "relevance": e.level,
-                      "anchors": [p.anchor for p in e.pieces]} for e in answer.documents],
+                      "anchors": [p.anchor for p in e.pieces],
+                      "lanes": sorted({lane for p in e.pieces for c in p.chunk_ids for lane in lanes_of.get(c, ())})}
+                     for e in answer.documents],
         "evidence_status": answer.evidence_status,
         "deduplicated": [{"path": d.path, "anchor": d.anchor, "first_call": d.first_call} for d in answer.deduplicated],
         "fallbacks": list(response.notes),
+        "fallback_kinds": fallback_kinds(response.notes, response.filter.relaxed),
         "index_version": response.index_version,
         "embedding_model": response.embedding_model,
         "thresholds_source": response.thresholds.source,
@@ -71,12 +93,13 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
     }
 
 
-def failure_row(request: Any, error: Exception, duration_ms: float, request_id: str = "") -> dict[str, Any]:
+def failure_row(request: Any, error: Exception, duration_ms: float, request_id: str = "",
+                call: int | None = None) -> dict[str, Any]:
     data = request if isinstance(request, dict) else (request.model_dump() if hasattr(request, "model_dump") else {})
     query = data.get("query")
     return {
         "tool_name": "lookup_knowledge", "session_id": data.get("session_id") if isinstance(data.get("session_id"), str)
-        else None, "call": None, "request_id": request_id, "query": query if isinstance(query, str) else repr(query),
+        else None, "call": call, "request_id": request_id, "query": query if isinstance(query, str) else repr(query),
         "policy": str(data.get("policy") or ""), "retrieval_layer": "none", "l0_match_count": 0, "l1_match_count": 0,
         "retrieval_details": {}, "relevance_level": "ERROR", "dedup_reason": None, "output_preview": "",
         "duration_ms": round(duration_ms, 3), "timings": {}, "success": False,

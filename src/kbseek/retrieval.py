@@ -202,16 +202,16 @@ def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | Non
     config = config or FusionConfig()
     with request_scope() as request_id:
         started = time.perf_counter()
-        indexes.refresh()
-        refreshed = time.perf_counter()
-        hint = indexes.keywords.analyze_query(query) if policy == "hybrid" else None
-        chosen = CategoryFilter(category, "request" if category else "none")
-        run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, threshold)
-        done = time.perf_counter()
-        timings = {"refresh": _ms(started, refreshed), **run.timings, "total": _ms(started, done)}
-        log.info("search: policy=%s query=%r hits=%d time=%.1fms", policy, query[:80], len(run.hits), timings["total"])
-        return SearchResult(query, request_id, policy, tuple(run.hits), chosen, indexes.index_version, timings,
-                            tuple(run.notes))
+        with indexes.snapshot():
+            refreshed = time.perf_counter()
+            hint = indexes.keywords.analyze_query(query) if policy == "hybrid" else None
+            chosen = CategoryFilter(category, "request" if category else "none")
+            run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, threshold)
+            done = time.perf_counter()
+            timings = {"refresh": _ms(started, refreshed), **run.timings, "total": _ms(started, done)}
+            log.info("search: policy=%s query=%r hits=%d time=%.1fms", policy, query[:80], len(run.hits), timings["total"])
+            return SearchResult(query, request_id, policy, tuple(run.hits), chosen, indexes.index_version, timings,
+                                tuple(run.notes))
 
 
 def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybrid", category: str | None = None,
@@ -224,30 +224,32 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
     config = config or FusionConfig()
     with request_scope() as request_id:
         started = time.perf_counter()
-        indexes.refresh()
-        t_refresh = time.perf_counter()
-        hint = indexes.keywords.analyze_query(query)
-        t_l0 = time.perf_counter()
-        log.info("L0 hint: matches=%d keywords=%s domains=%s single=%s", len(hint.matches),
-                 list(hint.matched_keywords)[:5], list(hint.domains), hint.single_domain)
-        if category:
-            chosen = CategoryFilter(category, "request")
-        elif use_domain_filter and hint.single_domain:
-            chosen = CategoryFilter(hint.single_domain, "l0_single_domain")
-        else:
-            chosen = CategoryFilter(None, "none")
-        run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None, only)
-        done = time.perf_counter()
-        timings = {"refresh": _ms(started, t_refresh), "l0": _ms(t_refresh, t_l0), **run.timings,
-                   "total": _ms(started, done)}
-        details: dict[str, Any] = {}
-        if explain:
-            details = {"query_tokens": indexes.analyzer.tokens(query), "analyzer_version": indexes.analyzer.version,
-                       "fusion": {"rrf_k": config.rrf_k, "weights": dict(config.weights)}}
-        log.info("lookup: policy=%s evidence=%d filter=%s relaxed=%s time=%.1fms", policy, len(run.hits),
-                 chosen.category, chosen.relaxed, timings["total"])
-        return LookupResult(query, request_id, policy, hint, tuple(run.hits), chosen, indexes.index_version,
-                            timings, tuple(run.notes), details, run.reference_similarity, run.candidates)
+        with indexes.snapshot():
+            t_refresh = time.perf_counter()
+            hint = indexes.keywords.analyze_query(query)
+            t_l0 = time.perf_counter()
+            log.info("L0 keyword match done: matches=%d exact=%d keywords=%s domains=%s single=%s time=%.1fms",
+                     len(hint.matches), sum(m.exact for m in hint.matches), list(hint.matched_keywords)[:5],
+                     list(hint.domains), hint.single_domain, _ms(t_refresh, t_l0))
+            if category:
+                chosen = CategoryFilter(category, "request")
+            elif use_domain_filter and hint.single_domain:
+                chosen = CategoryFilter(hint.single_domain, "l0_single_domain")
+            else:
+                chosen = CategoryFilter(None, "none")
+            run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None, only)
+            done = time.perf_counter()
+            timings = {"refresh": _ms(started, t_refresh), "l0": _ms(t_refresh, t_l0), **run.timings,
+                       "total": _ms(started, done)}
+            details: dict[str, Any] = {}
+            if explain:
+                details = {"query_tokens": indexes.analyzer.tokens(query), "analyzer_version": indexes.analyzer.version,
+                           "fusion": {"rrf_k": config.rrf_k, "weights": dict(config.weights)}}
+            lane_sizes = " ".join(f"{lane}={len(found)}" for lane, found in (run.candidates or {}).items())
+            log.info("L1 recall done: policy=%s lanes: %s fused=%d filter=%s relaxed=%s time=%.1fms", policy,
+                     lane_sizes or "-", len(run.hits), chosen.category, chosen.relaxed, timings["total"])
+            return LookupResult(query, request_id, policy, hint, tuple(run.hits), chosen, indexes.index_version,
+                                timings, tuple(run.notes), details, run.reference_similarity, run.candidates)
 
 
 def _ms(start: float, end: float) -> float:

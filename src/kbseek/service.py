@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -12,8 +13,10 @@ from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.adapters.sql.audit import AuditStore
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.sessions import SessionStore
+from kbseek.adapters.sql.tables import utcnow
 from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
@@ -28,8 +31,9 @@ from kbseek.dense import open_dense
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
-from kbseek.logs import request_scope
+from kbseek.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings
+from kbseek.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from kbseek.tool import LookupRequest, LookupResponse
@@ -55,7 +59,9 @@ class KnowledgeBase:
         self.files = files
         self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository))
         self.sessions = SessionStore(repository.engine)
-        self.invocations = InvocationStore(repository.engine)
+        self.telemetry = Telemetry()
+        self.invocations = InvocationStore(repository.engine, on_failure=self.telemetry.record_failures.inc)
+        self.audit = AuditStore(repository.engine)
         self._rewriter: tuple[str, QueryRewriter] | None = None
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
@@ -74,6 +80,11 @@ class KnowledgeBase:
                 migrate.upgrade(engine)
             kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
             repaired = kb.repair()
+            if settings.invocation_retention_days:
+                before = utcnow() - dt.timedelta(days=settings.invocation_retention_days)
+                if pruned := kb.invocations.prune(before=before):
+                    log.info("retention: pruned %d tool invocation(s) older than %d days", pruned,
+                             settings.invocation_retention_days)
             kb.indexes.refresh()
             if settings.scan_dirs:
                 report = kb.ingest(list(settings.scan_dirs), prune=settings.scan_prune)
@@ -97,6 +108,7 @@ class KnowledgeBase:
             return kb
 
     def close(self) -> None:
+        self.invocations.close()
         if self.indexes.dense is not None:
             self.indexes.dense.close()
         self.repository.engine.dispose()
@@ -178,15 +190,32 @@ class KnowledgeBase:
             except KbseekError as exc:
                 report.reason, report.error_code = str(exc), exc.code
                 log.warning("upload failed: %s", exc)
+                self._rejected(report.path or file_name, str(exc), len(data))
+            self.indexes.refresh()
+            return report
+
+    def replace(self, path: str, data: bytes) -> FileReport:
+        """New content for the stored document at ``path`` (the API's PUT); its path and category stay."""
+        with request_scope():
+            if self.repository.get(path) is None:
+                raise NotFoundError(f"no document with path {path!r}", hint="upload it first")
+            report = FileReport(source=path, status="failed", path=path)
+            try:
+                self._store(data, path, None, None, report, source=path)
+            except KbseekError as exc:
+                report.reason, report.error_code = str(exc), exc.code
+                log.warning("replace failed: %s", exc)
+                self._rejected(path, str(exc), len(data))
             self.indexes.refresh()
             return report
 
     def delete(self, path: str) -> None:
         """Remove a document: its rows, then its stored original."""
         with request_scope():
-            if not self.repository.delete(path):
+            if not self.repository.delete(path, audit=self._audit_fields()):
                 raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
             self.files.delete(path)
+            self.telemetry.observe_write("deleted")
             self.indexes.refresh()
             log.info("document deleted: path=%s", path)
 
@@ -209,6 +238,7 @@ class KnowledgeBase:
             report.reason, report.error_code = str(exc), exc.code
         if report.status == "failed":
             log.info("ingest failed: %s", report.reason)
+            self._rejected(report.path or source, report.reason or "", _size(planned.file))
         return report
 
     def _store_if_changed(
@@ -233,7 +263,11 @@ class KnowledgeBase:
         timings: dict[str, float] = {}
         doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
         started = time.perf_counter()
-        report.status = self.repository.save(doc, origin=origin)
+        parse_ms = timings["parse_ms"] + timings["chunk_ms"]
+        report.status = self.repository.save(doc, origin=origin,
+                                             audit=self._audit_fields(len(data), parse_ms))
+        if report.status != "unchanged":
+            self.telemetry.observe_write(report.status, parse_ms)
         if report.status != "unchanged":
             self.files.write(path, data)
         timings["store_ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -245,6 +279,18 @@ class KnowledgeBase:
         )
         for warning in doc.warnings:  # also in the report; start-up scans log them as warnings
             log.info("%s", warning)
+
+    @staticmethod
+    def _audit_fields(size_bytes: int | None = None, duration_ms: float | None = None) -> dict[str, Any]:
+        actor, key_id = current_actor()
+        return {"actor": actor, "key_id": key_id, "request_id": current_request_id(), "size_bytes": size_bytes,
+                "duration_ms": duration_ms}
+
+    def _rejected(self, path: str, reason: str, size_bytes: int | None) -> None:
+        fields = self._audit_fields(size_bytes)
+        self.audit.record_rejection(path, reason, actor=fields["actor"], key_id=fields["key_id"],
+                                    request_id=fields["request_id"], size_bytes=size_bytes)
+        self.telemetry.observe_write("rejected")
 
     def _prune(self, roots: list[Path], seen: set[str], known: dict[str, tuple[str, str | None]], report: IngestReport) -> None:
         for root in roots:
@@ -374,6 +420,13 @@ class KnowledgeBase:
                 counts["orphaned"] += 1
                 log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
+
+
+def _size(file: Path) -> int | None:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return None
 
 
 def _recall_policy(policy: str) -> str:

@@ -47,6 +47,13 @@ class Settings(BaseSettings):
     scan_prune: bool = Field(default=False, description="Prune vanished files of scan_dirs")
     fsync: bool = Field(default=True, description="fsync stored originals before renaming")
     log_level: str = Field(default="WARNING")
+    log_format: str = Field(default="text", description="text (readable) | json (one object per line)")
+    slow_lookup_ms: float = Field(default=1000, ge=0, description="Lookups slower than this are logged at WARNING")
+    api_key: str = Field(default="", description="Bearer key every API write needs (empty: writes are open)")
+    read_api_key: str = Field(default="", description="Bearer key API reads need, lookups included (empty: open)")
+    allowed_origins: list[str] = Field(default_factory=list, description="Browser origins allowed on /mcp besides loopback and same-origin")
+    max_request_bytes: int = Field(default=20_000_000, ge=1024, description="Larger API request bodies are refused (413)")
+    invocation_retention_days: int = Field(default=0, ge=0, description="Prune tool invocations older than this at start-up; 0 keeps all")
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
     policy: str = Field(default="hybrid", description="Default retrieval policy: hybrid | dense | lexical")
@@ -107,7 +114,7 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
         return value.upper()
 
-    @field_validator("policy", "embedder", "embedding_input", "vector_store", "fusion", "query_rewrite")
+    @field_validator("policy", "embedder", "embedding_input", "vector_store", "fusion", "query_rewrite", "log_format")
     @classmethod
     def _known_choice(cls, value: str, info: Any) -> str:
         allowed = {
@@ -117,6 +124,7 @@ class Settings(BaseSettings):
             "embedding_input": ("full", "breadcrumb", "text"),
             "vector_store": ("auto", "milvus", "local"),
             "fusion": ("rrf", "rsf"),
+            "log_format": ("text", "json"),
         }[info.field_name]
         if value not in allowed:
             raise ValueError(f"{info.field_name} {value!r} is not one of {', '.join(allowed)}")
@@ -158,7 +166,7 @@ class Settings(BaseSettings):
         """Settings as plain JSON-able values, with secrets masked."""
         data = self.model_dump(mode="json")
         data["database_url"] = _mask_password(self.database_url)
-        for secret in ("embedder_api_key", "milvus_token"):
+        for secret in ("embedder_api_key", "milvus_token", "api_key", "read_api_key"):
             if data.get(secret):
                 data[secret] = "***"
         return data

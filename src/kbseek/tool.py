@@ -8,6 +8,7 @@ decision matrix of seeds 000/003, and session dedup.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,12 +26,14 @@ from kbseek.core.results import CategoryFilter, Hit
 from kbseek.core.rewrite import Rewrite
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import IndexedDocument, Indexes
+from kbseek.logs import request_scope
 from kbseek.records import failure_row, success_row
 from kbseek.sections import document_chunks, expanded, find_section, resolve_document
 
 if TYPE_CHECKING:
     from kbseek.service import KnowledgeBase
 
+log = logging.getLogger("kbseek")
 TOOL_NAME = "lookup_knowledge"
 TOOL_DESCRIPTION = (
     "Search the team's runbooks and troubleshooting knowledge base. Ask with the symptom, error code, alert "
@@ -172,93 +175,126 @@ class LookupTool:
     def __call__(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
         """Answer, and record the call (a failed one too); recording never fails the answer."""
         started = time.perf_counter()
-        try:
-            parsed = request if isinstance(request, LookupRequest) else LookupRequest.parse(request)
-            response = self._answer(parsed, started)
-        except Exception as exc:
-            self.kb.invocations.record(failure_row(request, exc, (time.perf_counter() - started) * 1000))
-            raise
-        self.kb.invocations.record(success_row(response, (time.perf_counter() - started) * 1000))
-        return response
+        progress: dict[str, Any] = {}
+        with request_scope() as request_id:
+            try:
+                parsed = request if isinstance(request, LookupRequest) else LookupRequest.parse(request)
+                log.info("lookup_knowledge received: query=%r policy=%s session=%s", parsed.query[:200],
+                         parsed.policy or self.kb.settings.policy, parsed.session_id or "-")
+                response = self._answer(parsed, started, progress)
+            except Exception as exc:
+                duration = (time.perf_counter() - started) * 1000
+                if isinstance(exc, KbseekError):
+                    log.info("lookup_knowledge refused: %s totalTime=%.1fms", exc, duration)
+                else:
+                    log.error("lookup_knowledge failed: %s: %s totalTime=%.1fms", type(exc).__name__, exc, duration,
+                              exc_info=True)
+                self._record(failure_row(request, exc, duration, request_id, progress.get("call")))
+                raise
+            duration = (time.perf_counter() - started) * 1000
+            row = success_row(response, duration)
+            self._log_done(response, duration)
+            self._record(row)
+            return response
 
-    def _answer(self, request: LookupRequest, started: float) -> LookupResponse:
+    def _record(self, row: dict[str, Any]) -> None:
+        kb = self.kb
+        kb.invocations.record(row)
+        kb.telemetry.observe_lookup(row, slow=row["duration_ms"] > kb.settings.slow_lookup_ms)
+
+    def _log_done(self, response: LookupResponse, duration: float) -> None:
+        answer = response.answer
+        stages = " ".join(f"{k}={v:.1f}" for k, v in response.timings_ms.items() if k != "total")
+        fields = {"total_ms": round(duration, 3), "timings_ms": response.timings_ms, "status": answer.status,
+                  "relevance_level": answer.level, "session_id": response.session_id}
+        log.info("lookup_knowledge done: status=%s level=%s evidence=%s documents=%d deduped=%d chars=%d "
+                 "totalTime=%.1fms stages: %s", answer.status, answer.level, answer.evidence_status,
+                 len(answer.documents), len(answer.deduplicated), answer.chars, duration, stages, extra=fields)
+        if duration > self.kb.settings.slow_lookup_ms:
+            log.warning("slow lookup: totalTime=%.0fms > %.0fms query=%r stages: %s", duration,
+                        self.kb.settings.slow_lookup_ms, response.query[:200], stages, extra=fields)
+
+    def _answer(self, request: LookupRequest, started: float, progress: dict[str, Any]) -> LookupResponse:
         kb, s = self.kb, self.kb.settings
         policy = request.policy or s.policy
         indexes = kb.indexes
-        indexes.refresh()
-        notes: list[str] = []
-        only = allowed_documents(indexes, request.filters) if request.filters else None
-        if only is not None and not only:
-            notes.append(f"no document matches the filters {request.filters}")
-        thresholds = kb.relevance_thresholds()
-        budget = request.budget_chars or s.answer_budget_chars
-        session_call, seen = None, {}
-        if request.session_id:
-            session_call = kb.sessions.begin_call(request.session_id)
-            seen = kb.sessions.seen(request.session_id)
-        rewrite = None
-        mode = request.rewrite or s.query_rewrite
-        if mode != "off":
-            rewrite = kb.rewriter().rewrite(request.query.strip())
-        recall_policy = "hybrid" if policy == "legacy" else policy
-        variants = [request.query.strip()]
-        if rewrite and rewrite.additions:
-            variants = [rewrite.expanded] if mode == "expand" else list(rewrite.variants)
-        depth = max(request.top_k * 3, 15)
-        results = [retrieval.lookup(indexes, v, top_k=depth, policy=recall_policy, category=request.category,
-                                    use_domain_filter=s.domain_filter, config=kb.fusion_config(), only=only)
-                   for v in variants]
-        base = results[0]
-        hits = _fuse_variants(results) if len(results) > 1 else list(base.evidence)
-        candidates = levelled(indexes, request.query, hits, base.hint, thresholds, base.reference_similarity)
-        if rewrite and rewrite.additions and not candidates:
-            plain = retrieval.lookup(indexes, request.query.strip(), top_k=depth, policy=recall_policy,
-                                     category=request.category, use_domain_filter=s.domain_filter,
-                                     config=kb.fusion_config(), only=only)
-            candidates = levelled(indexes, request.query, list(plain.evidence), plain.hint, thresholds,
-                                  plain.reference_similarity)
-            notes.append("the rewritten query found no confident match; answered from the original query")
-        for result in results:
-            notes += [n for n in result.notes if n not in notes]
-        t_recall = time.perf_counter()
-        extra: list[DocumentEvidence] = []
-        legacy: dict[str, Any] = {}
-        if request.section:
-            candidates, extra = self._section(indexes, request.section, candidates), []
-        elif policy == "legacy":
-            candidates, extra, legacy = self._legacy(indexes, base.hint, candidates)
-        else:
-            candidates = expanded(indexes, candidates[: request.top_k], request.expand)
-            extra = _unplaced_l0_matches(indexes, base.hint, candidates, only)
-        if not candidates and not request.section and hits:
-            closest = tuple({"document_id": h.chunk.document_id, "source_path": h.chunk.source_path,
-                             "title": h.document_title, "breadcrumb": h.chunk.breadcrumb, "anchor": h.chunk.anchor,
-                             "similarity": round(h.lanes["dense"].score, 4) if "dense" in h.lanes else None}
-                            for h in hits[:3])
-        else:
-            closest = ()
-        placed = candidates[: request.top_k] if not request.section else candidates
-        answer = assemble(placed, {c.document_id: document_info(indexes.documents[c.document_id]) for c in placed},
-                          seen={} if request.section else seen, dedup_mode=request.dedup, budget_chars=budget,
-                          per_document=s.answer_per_document if not request.section else len(candidates) or 1,
-                          url_template=s.source_url_template or None, extra=extra)
-        if closest and answer.status == "no_confident_match":
-            answer = replace(answer, closest=closest)
-        if request.session_id and session_call is not None:
-            given = [(dedup_key(indexes.chunks[p.chunk_ids[0]], request.dedup), e.document.id,
-                      None if request.dedup == "document" else p.anchor)
-                     for e in answer.documents for p in e.pieces]
-            given += [(e.document.id, e.document.id, None) for e in answer.documents if e.form == "compact_summary"]
-            kb.sessions.remember(request.session_id, session_call, request.query, given)
-        done = time.perf_counter()
-        timings = {**base.timings_ms, "levels_and_assembly": round((done - t_recall) * 1000, 3),
-                   "total": round((done - started) * 1000, 3)}
-        dense = indexes.dense
-        return LookupResponse(
-            request.query.strip(), base.request_id, policy, request.session_id, session_call, base.hint, base.filter,
-            dict(request.filters or {}), answer, thresholds, base.index_version,
-            dense.model_id if dense is not None else None, timings, tuple(notes), rewrite, legacy, tuple(hits),
-        )
+        with indexes.snapshot():
+            notes: list[str] = []
+            only = allowed_documents(indexes, request.filters) if request.filters else None
+            if only is not None and not only:
+                notes.append(f"no document matches the filters {request.filters}")
+            thresholds = kb.relevance_thresholds()
+            budget = request.budget_chars or s.answer_budget_chars
+            session_call, seen = None, {}
+            if request.session_id:
+                session_call = progress["call"] = kb.sessions.begin_call(request.session_id)
+                seen = kb.sessions.seen(request.session_id)
+            rewrite = None
+            mode = request.rewrite or s.query_rewrite
+            if mode != "off":
+                rewrite = kb.rewriter().rewrite(request.query.strip())
+            recall_policy = "hybrid" if policy == "legacy" else policy
+            variants = [request.query.strip()]
+            if rewrite and rewrite.additions:
+                variants = [rewrite.expanded] if mode == "expand" else list(rewrite.variants)
+            depth = max(request.top_k * 3, 15)
+            results = [retrieval.lookup(indexes, v, top_k=depth, policy=recall_policy, category=request.category,
+                                        use_domain_filter=s.domain_filter, config=kb.fusion_config(), only=only)
+                       for v in variants]
+            base = results[0]
+            hits = _fuse_variants(results) if len(results) > 1 else list(base.evidence)
+            candidates = levelled(indexes, request.query, hits, base.hint, thresholds, base.reference_similarity)
+            if rewrite and rewrite.additions and not candidates:
+                plain = retrieval.lookup(indexes, request.query.strip(), top_k=depth, policy=recall_policy,
+                                         category=request.category, use_domain_filter=s.domain_filter,
+                                         config=kb.fusion_config(), only=only)
+                candidates = levelled(indexes, request.query, list(plain.evidence), plain.hint, thresholds,
+                                      plain.reference_similarity)
+                notes.append("the rewritten query found no confident match; answered from the original query")
+            for result in results:
+                notes += [n for n in result.notes if n not in notes]
+            t_recall = time.perf_counter()
+            confident = [c for c in candidates if c.level != REFERENCE]
+            log.info("confidence: confident=%s hits=%d above_reference=%d thresholds=%s", bool(candidates), len(hits),
+                     len(confident), thresholds.source)
+            extra: list[DocumentEvidence] = []
+            legacy: dict[str, Any] = {}
+            if request.section:
+                candidates, extra = self._section(indexes, request.section, candidates), []
+            elif policy == "legacy":
+                candidates, extra, legacy = self._legacy(indexes, base.hint, candidates)
+            else:
+                candidates = expanded(indexes, candidates[: request.top_k], request.expand)
+                extra = _unplaced_l0_matches(indexes, base.hint, candidates, only)
+            if not candidates and not request.section and hits:
+                closest = tuple({"document_id": h.chunk.document_id, "source_path": h.chunk.source_path,
+                                 "title": h.document_title, "breadcrumb": h.chunk.breadcrumb, "anchor": h.chunk.anchor,
+                                 "similarity": round(h.lanes["dense"].score, 4) if "dense" in h.lanes else None}
+                                for h in hits[:3])
+            else:
+                closest = ()
+            placed = candidates[: request.top_k] if not request.section else candidates
+            answer = assemble(placed, {c.document_id: document_info(indexes.documents[c.document_id]) for c in placed},
+                              seen={} if request.section else seen, dedup_mode=request.dedup, budget_chars=budget,
+                              per_document=s.answer_per_document if not request.section else len(candidates) or 1,
+                              url_template=s.source_url_template or None, extra=extra)
+            if closest and answer.status == "no_confident_match":
+                answer = replace(answer, closest=closest)
+            if request.session_id and session_call is not None:
+                given = [(dedup_key(indexes.chunks[p.chunk_ids[0]], request.dedup), e.document.id,
+                          None if request.dedup == "document" else p.anchor)
+                         for e in answer.documents for p in e.pieces]
+                given += [(e.document.id, e.document.id, None) for e in answer.documents if e.form == "compact_summary"]
+                kb.sessions.remember(request.session_id, session_call, request.query, given)
+            done = time.perf_counter()
+            timings = {**base.timings_ms, "levels_and_assembly": round((done - t_recall) * 1000, 3),
+                       "total": round((done - started) * 1000, 3)}
+            dense = indexes.dense
+            return LookupResponse(
+                request.query.strip(), base.request_id, policy, request.session_id, session_call, base.hint, base.filter,
+                dict(request.filters or {}), answer, thresholds, base.index_version,
+                dense.model_id if dense is not None else None, timings, tuple(notes), rewrite, legacy, tuple(hits),
+            )
 
     def _section(self, indexes: Indexes, section: str, candidates: list[Candidate]) -> list[Candidate]:
         path, _, name = section.partition("#")

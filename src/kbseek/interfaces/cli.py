@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +19,7 @@ from rich.table import Table
 from kbseek.errors import KbseekError
 from kbseek.interfaces.answers import FORMATS, legacy_view, render_text, response_view
 from kbseek.interfaces.views import document_view, hit_view, search_view
-from kbseek.logs import configure_logging
+from kbseek.logs import configure_logging, set_process_actor
 from kbseek.settings import Settings
 from kbseek.tool import InvalidRequest
 
@@ -37,22 +39,34 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (see schemas/
 class _State:
     home: Optional[Path] = None
     verbose: int = 0
+    log_json: bool = False
 
 
 @app.callback()
 def _main(
     home: Annotated[Optional[Path], typer.Option(help="Data home (default: KBSEEK_HOME or ./.kbseek).")] = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug logs.")] = 0,
+    log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines (KBSEEK_LOG_FORMAT=json).")] = False,
 ) -> None:
-    _State.home, _State.verbose = home, verbose
+    _State.home, _State.verbose, _State.log_json = home, verbose, log_json
+    set_process_actor(f"cli:{_user()}")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
 
 
 def _settings() -> Settings:
     overrides: dict[str, Any] = {"home": _State.home} if _State.home else {}
     if _State.verbose:
         overrides["log_level"] = "DEBUG" if _State.verbose > 1 else "INFO"
+    if _State.log_json:
+        overrides["log_format"] = "json"
     settings = Settings(**overrides)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     return settings
 
 
@@ -403,6 +417,7 @@ def db_current(as_json: JsonFlag = False) -> None:
 
 
 from kbseek.interfaces import eval_cli  # noqa: E402,F401  (registers the other eval verbs)
+from kbseek.interfaces import ops_cli  # noqa: E402,F401  (audit, invocations, metrics)
 
 
 def main() -> None:

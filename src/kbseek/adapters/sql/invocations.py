@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
+import datetime as dt
 import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
@@ -13,43 +20,141 @@ from sqlalchemy.orm import sessionmaker
 from kbseek.adapters.sql.tables import ToolInvocationRow, utcnow
 
 log = logging.getLogger("kbseek")
-COLUMNS = [c.name for c in ToolInvocationRow.__table__.columns if c.name != "id"]
+COLUMNS = [c.name for c in ToolInvocationRow.__table__.columns if c.name != "id" and c.name != "created_at"]
+BATCH = 500
+_OPEN: "weakref.WeakSet[InvocationStore]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open_stores() -> None:
+    """A CLI process that never closed its knowledge base still leaves its records behind."""
+    for store in list(_OPEN):
+        store.flush(timeout=5.0)
 
 
 class InvocationStore:
-    """Appends invocation rows; a failed write is logged and swallowed (the record must never cost the answer).
+    """Appends invocation rows from a background writer, so a lookup pays for a queue put, not a commit.
+
+    Rows are written in batches by one thread (which also spares SQLite's single writer from lock contention
+    under concurrent lookups). A failed write is logged, counted through ``on_failure`` and dropped: the
+    record must never cost the answer. Reads (``list``, ``count``, ``prune``) flush first, so a process always
+    sees its own calls; ``close`` and interpreter exit flush what is queued.
 
     >>> from kbseek.adapters.sql.engine import make_engine
     >>> from kbseek.adapters.sql.migrate import upgrade
-    >>> engine = make_engine("sqlite://"); _ = upgrade(engine)
+    >>> import tempfile  # a file: an in-memory SQLite database is one per thread
+    >>> engine = make_engine(f"sqlite:///{tempfile.mkdtemp()}/kb.db"); _ = upgrade(engine)
     >>> store = InvocationStore(engine)
     >>> store.record({"tool_name": "lookup_knowledge", "request_id": "r1", "query": "q", "policy": "hybrid",
     ...     "retrieval_layer": "L0+L1", "l0_match_count": 0, "l1_match_count": 2, "retrieval_details": {},
     ...     "relevance_level": "REFERENCE", "output_preview": "", "duration_ms": 1.0, "timings": {},
     ...     "success": True})
-    True
     >>> [row["query"] for row in store.list()]
     ['q']
+    >>> store.close()
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, on_failure: Callable[[int], None] | None = None) -> None:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._on_failure = on_failure
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._lock = threading.Lock()
+        _OPEN.add(self)
 
-    def record(self, row: dict[str, Any]) -> bool:
-        values = {name: row.get(name) for name in COLUMNS} | {"created_at": utcnow()}
+    def record(self, row: dict[str, Any]) -> None:
+        """Queue one row (stamped now); the writer thread starts on first use."""
+        self._queue.put({name: row.get(name) for name in COLUMNS} | {"created_at": utcnow()})
+        if self._writer is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._run, name="kbseek-invocations", daemon=True)
+                    self._writer.start()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued row is written (or dropped after a failure); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(remaining)
+        return True
+
+    def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join(timeout=5)
+            self._writer = None
+        _OPEN.discard(self)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                self._queue.task_done()
+                return
+            batch = [first]
+            while len(batch) < BATCH:
+                try:
+                    row = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if row is None:  # close() asked to stop: write what we have, then stop
+                    self._queue.task_done()
+                    self._write(batch)
+                    return
+                batch.append(row)
+            self._write(batch)
+
+    def _write(self, batch: list[dict[str, Any]]) -> None:
         try:
             with self._sessions() as session, session.begin():
-                session.execute(insert(ToolInvocationRow).values(**values))
-            return True
+                session.execute(insert(ToolInvocationRow), batch)
         except SQLAlchemyError as exc:
-            log.warning("tool invocation not recorded: %s", exc)
-            return False
+            log.warning("tool invocation not recorded (%d row(s)): %s", len(batch), exc)
+            if self._on_failure is not None:
+                self._on_failure(len(batch))
+        finally:
+            for _ in batch:
+                self._queue.task_done()
 
-    def list(self, *, session_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Newest last, at most ``limit``; one session's when ``session_id`` is given."""
+    def list(self, *, session_id: str | None = None, since: dt.datetime | None = None, level: str | None = None,
+             success: bool | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` rows that match, oldest first (each filter has an index)."""
+        self.flush()
         query = select(ToolInvocationRow).order_by(ToolInvocationRow.id.desc()).limit(limit)
         if session_id is not None:
             query = query.where(ToolInvocationRow.session_id == session_id)
+        if since is not None:
+            query = query.where(ToolInvocationRow.created_at >= since)
+        if level is not None:
+            query = query.where(ToolInvocationRow.relevance_level == level)
+        if success is not None:
+            query = query.where(ToolInvocationRow.success == success)
         with self._sessions() as session:
             rows = session.scalars(query).all()
-        return [{c: getattr(r, c) for c in ["id", *COLUMNS]} for r in reversed(rows)]
+        return [{c: getattr(r, c) for c in ["id", *COLUMNS, "created_at"]} for r in reversed(rows)]
+
+    def count(self) -> int:
+        self.flush()
+        with self._sessions() as session:
+            return session.scalar(select(func.count()).select_from(ToolInvocationRow)) or 0
+
+    def prune(self, *, before: dt.datetime | None = None, keep: int | None = None) -> int:
+        """Delete rows older than ``before`` and/or all but the newest ``keep``; returns how many went."""
+        if before is None and keep is None:
+            raise ValueError("prune needs an age or a count to keep")
+        self.flush()
+        removed = 0
+        with self._sessions() as session, session.begin():
+            if before is not None:
+                removed += session.execute(delete(ToolInvocationRow).where(ToolInvocationRow.created_at < before)).rowcount
+            if keep is not None:
+                cutoff = session.scalar(select(ToolInvocationRow.id).order_by(ToolInvocationRow.id.desc())
+                                        .offset(keep).limit(1))
+                if cutoff is not None:
+                    removed += session.execute(delete(ToolInvocationRow).where(ToolInvocationRow.id <= cutoff)).rowcount
+        return removed

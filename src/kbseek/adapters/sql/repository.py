@@ -18,6 +18,7 @@ from kbseek.adapters.sql.tables import (
     EmbeddingRow,
     MetaRow,
     StateRow,
+    WriteAuditRow,
     utcnow,
 )
 from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
@@ -207,11 +208,11 @@ class SqlRepository:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def save(self, doc: ParsedDocument, *, origin: str | None) -> str:
-        """Insert or replace ``doc`` and its chunks in one transaction.
+    def save(self, doc: ParsedDocument, *, origin: str | None, audit: dict[str, Any] | None = None) -> str:
+        """Insert or replace ``doc`` and its chunks in one transaction, with its write-audit row when given.
 
         Returns ``"added"``, ``"updated"`` or ``"unchanged"`` (same path, same content hash;
-        only a changed origin is written then).
+        only a changed origin is written then, and no audit row).
         """
         try:
             with self._session() as session, session.begin():
@@ -238,20 +239,30 @@ class SqlRepository:
                 if doc.chunks:
                     session.execute(insert(ChunkRow), [_chunk_values(c) for c in doc.chunks])
                 _bump_version(session)
-                return "added" if existing is None else "updated"
+                status = "added" if existing is None else "updated"
+                if audit is not None:
+                    session.execute(insert(WriteAuditRow).values(
+                        **audit, action=status, path=doc.path, created_at=now,
+                        old_hash=existing.content_hash if existing is not None else None, new_hash=doc.content_hash))
+                return status
         except SQLAlchemyError as exc:
             raise StorageError(f"could not store {doc.path}: {exc.__class__.__name__}: {exc}") from exc
 
-    def delete(self, path: str) -> bool:
-        """Remove a document and its chunks; ``False`` when there was none."""
+    def delete(self, path: str, *, audit: dict[str, Any] | None = None) -> bool:
+        """Remove a document and its chunks (and write its audit row); ``False`` when there was none."""
         try:
             with self._session() as session, session.begin():
-                doc_id = session.scalar(select(DocumentRow.id).where(DocumentRow.path == path))
-                if doc_id is None:
+                found = session.execute(
+                    select(DocumentRow.id, DocumentRow.content_hash).where(DocumentRow.path == path)
+                ).first()
+                if found is None:
                     return False
-                session.execute(delete(ChunkRow).where(ChunkRow.document_id == doc_id))
-                session.execute(delete(DocumentRow).where(DocumentRow.id == doc_id))
+                session.execute(delete(ChunkRow).where(ChunkRow.document_id == found.id))
+                session.execute(delete(DocumentRow).where(DocumentRow.id == found.id))
                 _bump_version(session)
+                if audit is not None:
+                    session.execute(insert(WriteAuditRow).values(
+                        **audit, action="deleted", path=path, created_at=utcnow(), old_hash=found.content_hash))
                 return True
         except SQLAlchemyError as exc:
             raise StorageError(f"could not delete {path}: {exc}") from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -140,6 +140,7 @@ class ToolInvocationRow(Base):
     """One ``lookup_knowledge`` call, successful or not (seed 001 §7: the ``tool_invocation`` record)."""
 
     __tablename__ = "tool_invocations"
+    __table_args__ = (Index("ix_tool_invocations_level_id", "relevance_level", "id"),)  # newest N of a level
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     tool_name: Mapped[str] = mapped_column(String(64))
@@ -160,3 +161,22 @@ class ToolInvocationRow(Base):
     success: Mapped[bool] = mapped_column(Boolean)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class WriteAuditRow(Base):
+    """One change to the knowledge base (or a refused one): who, when, which path, which content."""
+
+    __tablename__ = "write_audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    action: Mapped[str] = mapped_column(String(16))  # added | updated | deleted | rejected
+    path: Mapped[str] = mapped_column(String(1024), index=True)
+    actor: Mapped[str] = mapped_column(String(128))
+    key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    old_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    new_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    size_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)

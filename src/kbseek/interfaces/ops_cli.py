@@ -1,0 +1,152 @@
+"""Operations verbs that read the records, not the indexes: ``audit``, ``invocations list|prune``, ``metrics``.
+
+They open the database only (no embedder, no vector store), so they are quick on a busy data home.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kbseek.adapters.sql import migrate
+from kbseek.adapters.sql.audit import AuditStore
+from kbseek.adapters.sql.engine import make_engine
+from kbseek.adapters.sql.invocations import InvocationStore
+from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.adapters.sql.tables import utcnow
+from kbseek.core.relevance import LEVELS as ANSWER_LEVELS
+from kbseek.core.relevance import NO_CONFIDENT_MATCH
+from kbseek.errors import KbseekError
+from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, _settings, app, out
+
+invocations_app = typer.Typer(no_args_is_help=True, help="List and prune recorded lookup_knowledge calls.")
+app.add_typer(invocations_app, name="invocations")
+LEVELS = (*ANSWER_LEVELS, NO_CONFIDENT_MATCH, "ERROR")
+_SPAN = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class BadOption(KbseekError):
+    code = "invalid_option"
+
+
+def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
+    """A span back from now (``90m``, ``24h``, ``7d``) or an ISO date/time (UTC unless it says otherwise).
+
+    >>> now = dt.datetime(2026, 11, 30, 12, tzinfo=dt.timezone.utc)
+    >>> parse_since("36h", now=now).isoformat(), parse_since("2026-11-01").isoformat()
+    ('2026-11-29T00:00:00+00:00', '2026-11-01T00:00:00+00:00')
+    """
+    match = _SPAN.match(text.strip().lower())
+    if match:
+        return (now or utcnow()) - dt.timedelta(**{_UNITS[match[2]]: int(match[1])})
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadOption(f"--since/--older-than {text!r}: not a span like 24h / 7d nor an ISO date",
+                        hint="e.g. 90m, 24h, 7d, 2w or 2026-11-01T08:00") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def _engine() -> Any:
+    engine = make_engine(_settings().database_url)
+    migrate.upgrade(engine)
+    return engine
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
+
+
+@app.command("audit")
+def audit(
+    path: Annotated[Optional[str], typer.Option(help="Only this document path.")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only after this: 24h, 7d or an ISO date.")] = None,
+    action: Annotated[Optional[str], typer.Option(help="added | updated | deleted | rejected")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """Who changed which document and when: every upload, update, delete and refused write."""
+    with _errors(as_json):
+        if action is not None and action not in ("added", "updated", "deleted", "rejected"):
+            raise BadOption(f"--action {action!r}: one of added, updated, deleted, rejected")
+        rows = AuditStore(_engine()).list(path=path, since=parse_since(since) if since else None, action=action,
+                                          limit=limit)
+        if as_json:
+            _print_json({"entries": [_jsonable(r) for r in rows]})
+            return
+        for r in rows:
+            hashes = f"{(r['old_hash'] or '-')[:12]} → {(r['new_hash'] or '-')[:12]}"
+            who = r["actor"] + (f" ({r['key_id']})" if r["key_id"] else "")
+            line = f"{r['created_at']:%Y-%m-%d %H:%M:%S} {r['action']:<8} {r['path']}  {hashes}  {who}  [{r['request_id']}]"
+            out.print(line + (f"\n    {r['detail']}" if r["detail"] else ""), highlight=False, markup=False)
+        if not rows:
+            out.print("no audit entries match", highlight=False)
+
+
+@invocations_app.command("list")
+def invocations_list(
+    session: Annotated[Optional[str], typer.Option(help="Only this session.")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only after this: 24h, 7d or an ISO date.")] = None,
+    level: Annotated[Optional[str], typer.Option(help="Strongest level: " + " | ".join(LEVELS))] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Only failed calls.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """Recorded lookup_knowledge calls, newest last."""
+    with _errors(as_json):
+        if level is not None and level not in LEVELS:
+            raise BadOption(f"--level {level!r}: one of {', '.join(LEVELS)}")
+        rows = InvocationStore(_engine()).list(session_id=session, since=parse_since(since) if since else None,
+                                               level=level, success=False if failed else None, limit=limit)
+        if as_json:
+            _print_json({"invocations": [_jsonable(r) for r in rows]})
+            return
+        for r in rows:
+            where = f"{r['session_id']}#{r['call']}" if r["session_id"] else "-"
+            state = r["relevance_level"] if r["success"] else f"FAILED {r['error']}"
+            out.print(f"{r['created_at']:%Y-%m-%d %H:%M:%S} [{r['request_id']}] {where:<16} {r['policy']:<7} "
+                      f"{r['duration_ms']:7.1f} ms  {state:<15} {r['query'][:60]}", highlight=False, markup=False)
+        if not rows:
+            out.print("no invocations match", highlight=False)
+
+
+@invocations_app.command("prune")
+def invocations_prune(
+    older_than: Annotated[Optional[str], typer.Option(help="Delete calls older than this: 30d, 12h or a date.")] = None,
+    keep: Annotated[Optional[int], typer.Option(min=0, help="Keep only the newest N calls.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Retention: delete old tool invocation records (session dedup state is kept)."""
+    with _errors(as_json):
+        if older_than is None and keep is None:
+            raise BadOption("say what to prune: --older-than 30d and/or --keep N")
+        store = InvocationStore(_engine())
+        removed = store.prune(before=parse_since(older_than) if older_than else None, keep=keep)
+        result = {"removed": removed, "remaining": store.count()}
+        if as_json:
+            _print_json(result)
+        else:
+            out.print(f"removed {removed} invocation(s); {result['remaining']} remain", highlight=False)
+
+
+@app.command("metrics")
+def metrics(
+    since: Annotated[str, typer.Option(help="Rebuild the metrics of records after this: 24h, 7d or a date.")] = "24h",
+) -> None:
+    """Prometheus metrics (text format) rebuilt from the recorded calls and writes of a period."""
+    from kbseek.telemetry import from_records
+
+    with _errors(False):
+        engine = _engine()
+        start = parse_since(since)
+        repository = SqlRepository(engine)
+        telemetry = from_records(InvocationStore(engine).list(since=start, limit=10_000_000),
+                                 AuditStore(engine).list(since=start, limit=10_000_000),
+                                 slow_lookup_ms=_settings().slow_lookup_ms, documents=repository.count(),
+                                 chunks=repository.chunk_count())
+        sys.stdout.write(telemetry.exposition().decode("utf-8"))
