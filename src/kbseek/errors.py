@@ -53,6 +53,12 @@ class FrontmatterError(DocumentError):
     code = "frontmatter_error"
 
 
+class TooLargeError(DocumentError):
+    """A document over ``max_file_bytes``."""
+
+    code = "too_large"
+
+
 class UnsafePathError(KbseekError):
     """A document path or category could escape the knowledge base or is not printable."""
 

@@ -10,7 +10,7 @@ from kbseek.core.ids import document_id, sha256_hex
 from kbseek.core.markdown import chunk_document, unclosed_fence_line
 from kbseek.core.models import ParsedDocument
 from kbseek.core.paths import category_for, safe_document_path
-from kbseek.errors import DocumentError
+from kbseek.errors import DocumentError, TooLargeError
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class ChunkingConfig:
 def decode_markdown(data: bytes, *, source: str, max_bytes: int) -> str:
     """UTF-8 text of a Markdown file, or a :class:`DocumentError` saying why not."""
     if len(data) > max_bytes:
-        raise DocumentError(
+        raise TooLargeError(
             f"file is {len(data):,} bytes, over the limit of {max_bytes:,}",
             source=source,
             hint="split the document or raise KBSEEK_MAX_FILE_BYTES",

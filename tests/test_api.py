@@ -1,0 +1,200 @@
+"""The REST API through the real app (FastAPI's TestClient over a real knowledge base), on both databases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import jsonschema
+import pytest
+from fastapi.testclient import TestClient
+
+from conftest import EXAMPLES, ROOT, doc
+from kbseek.interfaces.api import create_app
+from kbseek.service import KnowledgeBase
+
+PAY = doc("支付超时", "ERR_TIMEOUT, 支付超时", "支付网关超时的排查",
+          "## 现象\n\n调用支付网关返回 ERR_TIMEOUT 和 PAYGW_E4081。\n\n## 排查\n\n1. 检查网关日志\n2. 检查 keepalive_timeout", category="api")
+
+
+def schema(name: str) -> dict:
+    return json.loads((ROOT / "schemas" / name).read_text("utf-8"))
+
+
+@pytest.fixture
+def client(settings) -> Iterator[TestClient]:
+    with KnowledgeBase.open(settings) as kb:
+        kb.ingest([EXAMPLES / "knowledge_base"])
+        with TestClient(create_app(kb=kb, mcp=False)) as c:
+            yield c
+
+
+@pytest.fixture
+def keyed(settings) -> Iterator[TestClient]:
+    keyed_settings = settings.model_copy(update={"api_key": "w-secret", "read_api_key": "r-secret"})
+    with KnowledgeBase.open(keyed_settings) as kb:
+        with TestClient(create_app(kb=kb, mcp=False)) as c:
+            yield c
+
+
+def upload(client: TestClient, name: str, content: str | bytes, **form: str):
+    data = content.encode() if isinstance(content, str) else content
+    return client.post("/api/documents", files=[("files", (name, data, "text/markdown"))], data=form)
+
+
+def test_health_ready_and_metrics(client):
+    assert client.get("/health").json() == {"status": "ok"}
+    ready = client.get("/ready")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    assert ready.json()["checks"]["indexes"]["documents"] == 16
+    client.post("/api/lookup", json={"query": "jmap 内存泄漏"})
+    text = client.get("/metrics").text
+    assert 'kbseek_lookups_total{level="PRECISE",policy="hybrid",success="true"} 1.0' in text
+    assert "kbseek_documents 16.0" in text
+
+
+def test_upload_is_searchable_on_return_then_replace_and_delete(client):
+    created = upload(client, "pay-timeout.md", PAY)
+    assert created.status_code == 201, created.text
+    report = created.json()["documents"][0]
+    assert report["status"] == "added" and report["path"] == "api/pay-timeout.md"
+    found = client.get("/api/search/similar", params={"query": "PAYGW_E4081 网关日志", "top_k": 3}).json()
+    assert found["hits"][0]["path"] == "api/pay-timeout.md"
+    shown = client.get("/api/documents/api/pay-timeout.md").json()
+    assert shown["title"] == "支付超时" and any(c["breadcrumb"].endswith("现象") for c in shown["chunks"])
+    replaced = client.put("/api/documents/api/pay-timeout.md",
+                          files={"file": ("x.md", PAY.replace("keepalive_timeout", "proxy_read_timeout").encode())})
+    assert replaced.status_code == 200 and replaced.json()["status"] == "updated"
+    hits = client.get("/api/search/similar", params={"query": "proxy_read_timeout"}).json()["hits"]
+    assert hits and hits[0]["path"] == "api/pay-timeout.md"
+    assert client.delete("/api/documents/api/pay-timeout.md").json() == {"deleted": "api/pay-timeout.md"}
+    assert client.get("/api/documents/api/pay-timeout.md").status_code == 404
+    assert not [h for h in client.get("/api/search/similar", params={"query": "proxy_read_timeout"}).json()["hits"]
+                if h["path"] == "api/pay-timeout.md"]
+    actions = [e["action"] for e in client.get("/api/audit", params={"path": "api/pay-timeout.md"}).json()["entries"]]
+    assert actions == ["added", "updated", "deleted"]
+
+
+def test_many_uploads_report_each_file(client):
+    files = [("files", ("a.md", PAY.encode(), "text/markdown")),
+             ("files", ("b.md", b"---\ntitle: [unclosed\n---\n# b", "text/markdown"))]
+    result = client.post("/api/documents", files=files, data={"category": "ops"})
+    assert result.status_code == 201
+    a, b = result.json()["documents"]
+    assert (a["status"], a["path"]) == ("added", "ops/a.md")
+    assert b["status"] == "failed" and b["error_code"] == "frontmatter_error" and "b.md" in b["reason"]
+
+
+def test_list_filters_and_pages(client):
+    page = client.get("/api/documents", params={"category": "troubleshoot", "limit": 2, "offset": 1}).json()
+    assert page["total"] > 2 and len(page["documents"]) == 2
+    assert all(d["category"] == "troubleshoot" for d in page["documents"])
+    assert [d["path"] for d in client.get("/api/documents", params={"q": "jvm"}).json()["documents"]] == \
+        ["troubleshoot/jvm-oom.md"]
+    cats = {c["name"]: c["documents"] for c in client.get("/api/categories").json()["categories"]}
+    assert sum(cats.values()) == 16
+
+
+def test_lookup_every_parameter_and_formats(client):
+    body = {"query": "jmap 内存泄漏", "session_id": "api-1", "top_k": 3, "policy": "hybrid", "expand": "section",
+            "dedup": "section", "budget_chars": 3000, "rewrite": "off", "filters": {"tags": "jvm"}}
+    answer = client.post("/api/lookup", json=body)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    jsonschema.validate({k: v for k, v in data.items() if k != "text"}, schema("lookup-answer.schema.json"))
+    assert data["documents"][0]["source_path"] == "troubleshoot/jvm-oom.md" and data["call"] == 1
+    assert data["text"].startswith("lookup_knowledge: jmap 内存泄漏")
+    text = client.post("/api/lookup", params={"format": "text"}, json={"query": "ERR_TIMEOUT"})
+    assert text.headers["content-type"].startswith("text/plain") and "api/payment-errors.md" in text.text
+    legacy = client.post("/api/lookup", params={"format": "legacy"}, json={"query": "ERR_TIMEOUT"}).json()
+    assert legacy["found"] is True and "primary" in legacy
+    section = client.post("/api/lookup", json={"query": "x", "section": "troubleshoot/jvm-oom.md#no-such"})
+    assert section.status_code == 404 and "its sections" in section.json()["error"]["hint"]
+
+
+def test_sessions_trace_summary_and_invocations(client):
+    for query in ("jmap 内存泄漏", "jmap 内存泄漏", "光合作用的化学方程式是什么"):
+        client.post("/api/lookup", json={"query": query, "session_id": "s-9"})
+    trace = client.get("/api/sessions/s-9/trace").json()
+    jsonschema.validate(trace, schema("trace.schema.json"))
+    assert [c["call"] for c in trace["calls"]] == [1, 2, 3] and trace["calls"][1]["deduplicated"]
+    summary = client.get("/api/sessions/s-9/verify-summary", params={"limit": 400}).json()
+    jsonschema.validate(summary, schema("verify-summary.schema.json"))
+    assert len(summary["text"]) <= 400 and summary["no_confident_match"] == ["光合作用的化学方程式是什么"]
+    rows = client.get("/api/invocations", params={"session": "s-9", "level": "NO_CONFIDENT_MATCH"}).json()
+    assert [r["call"] for r in rows["invocations"]] == [3]
+    assert client.get("/api/sessions/nobody/trace").status_code == 404
+
+
+@pytest.mark.parametrize("request_args, status, code, names", [
+    ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "invalid_json", "JSON"),
+    ({"json": {"top_k": 3}}, 422, "invalid_request", "query"),
+    ({"json": {"query": "x", "top_k": "many"}}, 422, "invalid_request", "top_k"),
+    ({"json": {"query": "x", "top_k": 0}}, 422, "invalid_request", "top_k"),
+    ({"json": {"query": "x", "colour": "red"}}, 422, "invalid_request", "colour"),
+    ({"json": ["query"]}, 422, "invalid_request", "JSON object"),
+    ({"json": {"query": "x", "filters": {"service": {"$ne": 1}}}}, 422, "invalid_request", "filters"),
+])
+def test_lookup_errors_name_the_field(client, request_args, status, code, names):
+    response = client.post("/api/lookup", **request_args)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code and names in error["message"]
+
+
+def test_upload_errors(client, settings):
+    unsafe = upload(client, "../../etc/passwd.md", PAY)
+    assert unsafe.status_code == 400 and "bare name" in unsafe.json()["error"]["message"]
+    binary = upload(client, "bin.md", b"\x00\x01\x02" * 10)
+    assert binary.status_code == 422 and "binary" in binary.json()["error"]["message"]
+    not_md = upload(client, "notes.exe", PAY)
+    assert not_md.status_code in (400, 422) and "notes.exe" in not_md.json()["error"]["message"]
+    big = upload(client, "big.md", "# 大\n\n" + "很" * (settings.max_file_bytes // 3 + 10))
+    assert big.status_code == 413 and "limit" in big.json()["error"]["message"]
+    assert client.post("/api/documents", data={"category": "x"}).status_code == 422  # no file part
+    assert client.delete("/api/documents/api/none.md").status_code == 404
+    assert client.get("/api/search/similar", params={"query": "x", "top_k": "ten"}).json()["error"]["message"] \
+        .startswith("query.top_k")
+    assert client.get("/api/nothing-here").json()["error"]["code"] == "not_found"
+
+
+def test_request_body_limit(settings):
+    small = settings.model_copy(update={"max_request_bytes": 4096})
+    with KnowledgeBase.open(small) as kb, TestClient(create_app(kb=kb, mcp=False)) as c:
+        refused = c.post("/api/lookup", content=b'{"query": "' + b"x" * 5000 + b'"}',
+                         headers={"content-type": "application/json"})
+        assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
+        assert c.post("/api/lookup", json={"query": "x"}).status_code == 200
+
+
+def test_keys_guard_writes_and_reads(keyed):
+    def auth(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    assert upload(keyed, "p.md", PAY).status_code == 401
+    assert keyed.post("/api/documents", files=[("files", ("p.md", PAY.encode()))], headers=auth("r-secret")
+                      ).status_code == 403  # the read key cannot write
+    made = keyed.post("/api/documents", files=[("files", ("p.md", PAY.encode()))], headers=auth("w-secret"))
+    assert made.status_code == 201
+    assert keyed.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).status_code == 401
+    assert keyed.post("/api/lookup", json={"query": "ERR_TIMEOUT"}, headers=auth("wrong")).status_code == 403
+    assert keyed.post("/api/lookup", json={"query": "ERR_TIMEOUT"}, headers=auth("r-secret")).status_code == 200
+    assert keyed.post("/api/lookup", json={"query": "ERR_TIMEOUT"}, headers=auth("w-secret")).status_code == 200
+    assert keyed.get("/health").status_code == 200 and keyed.get("/ready").status_code == 200
+    entry = keyed.get("/api/audit", headers=auth("r-secret")).json()["entries"][0]
+    assert entry["actor"] == "api" and entry["key_id"].startswith("k-") and "secret" not in json.dumps(entry)
+
+
+def test_every_write_endpoint_needs_the_key(keyed):
+    """Walks the OpenAPI schema, so a new write endpoint cannot slip through unguarded."""
+    spec = keyed.get("/openapi.json").json()
+    writes = [(m, p) for p, ops in spec["paths"].items() for m in ops if m in ("post", "put", "delete", "patch")]
+    assert len(writes) >= 4
+    for method, path in writes:
+        url = path.replace("{path}", "api/x.md").replace("{session_id}", "s")
+        response = keyed.request(method.upper(), url, headers={"Authorization": "Bearer r-secret"}) \
+            if path != "/api/lookup" else None
+        if response is not None:
+            assert response.status_code == 403, (method, path, response.status_code)
+        anonymous = keyed.request(method.upper(), url)
+        assert anonymous.status_code == 401, (method, path, anonymous.status_code)
