@@ -15,7 +15,7 @@ import json
 import os
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,8 +192,11 @@ def open_dataset_kb(dataset: Dataset, settings: Settings) -> KnowledgeBase:
     return kb
 
 
-def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, names: list[str],
-               name: str, overrides: dict[str, Any], fixture: dict[str, Any] | None = None) -> RunResult:
+def run_policy(kb: KnowledgeBase | None, dataset: Dataset, *, policy: str, depth: int, names: list[str],
+               name: str, overrides: dict[str, Any], fixture: dict[str, Any] | None = None,
+               retrieve: Callable[[str, str, int], list[Any]] | None = None) -> RunResult:
+    """Score one policy; ``retrieve(query, policy, depth)`` replaces the in-process knowledge base (e.g. a
+    server over HTTP, :mod:`kbseek.live_eval`) and returns objects with ``source_path`` and ``heading_path``."""
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
     started = time.perf_counter()
@@ -203,7 +206,8 @@ def run_policy(kb: KnowledgeBase, dataset: Dataset, *, policy: str, depth: int, 
         run = replay(kb, dataset, fixture, policy=policy, depth=depth)
     for query in dataset.queries + dataset.unanswerable if fixture is None else ():
         ranked: dict[str, float] = {}
-        for chunk in _ranked_chunks(kb, query.text, policy, depth):
+        found = retrieve(query.text, policy, depth) if retrieve else _ranked_chunks(kb, query.text, policy, depth)
+        for chunk in found:
             for judged in mapper.ids(chunk):
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
@@ -314,6 +318,12 @@ def evaluate(
     finally:
         if kb is not None:
             kb.close()
+    return report(dataset, runs, ks=ks, depth=depth, base=base, timings=timings)
+
+
+def report(dataset: Dataset, runs: list[RunResult], *, ks: tuple[int, ...], depth: int, base: Settings,
+           timings: dict[str, float]) -> dict[str, Any]:
+    """The JSON of ``kbseek eval run --json`` (schemas/eval-run.schema.json)."""
     return {
         "dataset": dataset.name,
         "files": dataset.files(),

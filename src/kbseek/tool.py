@@ -35,12 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kbseek")
 TOOL_NAME = "lookup_knowledge"
-TOOL_DESCRIPTION = (
-    "Search the team's runbooks and troubleshooting knowledge base. Ask with the symptom, error code, alert "
-    "name or component (Chinese or English). Returns evidence grouped by document with a relevance level "
-    "(PRECISE, HIGHLY_RELEVANT, REFERENCE), or an explicit no_confident_match. Pass the same session_id on "
-    "every call of one diagnosis so evidence already given is not repeated."
-)
 MAX_FILTER_VALUES = 20
 
 

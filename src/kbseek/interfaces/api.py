@@ -17,11 +17,12 @@ from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from kbseek.errors import KbseekError
 from kbseek.interfaces.answers import legacy_view, render_text, response_view
 from kbseek.interfaces.api_guard import (
-    STATUS, ApiError, BodyLimit, Principal, error_body, guard_mcp, reader, status_of, writer,
+    STATUS, ApiError, BodyLimit, McpGuard, Principal, error_body, reader, status_of, writer,
 )
 from kbseek.interfaces.views import document_view, search_view
 from kbseek.logs import actor_scope, configure_logging
@@ -70,10 +71,10 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
     runtime = Runtime(settings, kb)
     mcp_app = None
     if mcp:
-        from kbseek.interfaces.mcp_server import build_mcp_server
+        from kbseek.interfaces.mcp_server import streamable_http_app
 
-        mcp_server = build_mcp_server(lambda: runtime.kb)
-        mcp_app = mcp_server.streamable_http_app()
+        # Host headers are not checked here: McpGuard checks the Origin (the DNS-rebinding defence) and the key
+        mcp_app = streamable_http_app(lambda: runtime.kb, path="/mcp", allowed_hosts=["*"])
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -82,8 +83,8 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
             opener = threading.Thread(target=runtime.open, name="kbseek-open", daemon=True)
             opener.start()
         async with contextlib.AsyncExitStack() as stack:
-            if mcp_app is not None:
-                await stack.enter_async_context(mcp_server.session_manager.run())
+            if mcp_app is not None:  # a mounted app's lifespan is not run by FastAPI: its session manager
+                await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             yield
         if opener is not None:
             opener.join(timeout=60)
@@ -95,8 +96,9 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     _errors(app)
     _routes(app, runtime)
-    if mcp_app is not None:
-        app.mount("/mcp", guard_mcp(mcp_app, settings))
+    if mcp_app is not None:  # served at /mcp exactly (no redirect to /mcp/, which some clients do not follow)
+        endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp").endpoint
+        app.router.routes.append(Route("/mcp", endpoint=McpGuard(endpoint, settings), include_in_schema=False))
     return app
 
 

@@ -44,7 +44,7 @@ def status_of(exc: KbseekError) -> int:
 def key_id(key: str) -> str:
     """
     >>> key_id("s3cret")
-    'k-b7e1d1de'
+    'k-1ec1c26b'
     """
     return "k-" + hashlib.sha256(key.encode()).hexdigest()[:8]
 
@@ -151,21 +151,24 @@ def _origin_allowed(origin: str, settings: Settings, host: str | None) -> bool:
     return bool(parts.hostname) and (parts.netloc == host or parts.hostname in ("localhost", "127.0.0.1", "::1"))
 
 
-def guard_mcp(app: Any, settings: Settings) -> Any:
-    """The MCP endpoint under the read-key rule, refusing browser requests from other origins."""
+class McpGuard:
+    """The MCP endpoint under the read-key rule, refusing browser requests from other origins.
 
-    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    A class, not a function: Starlette routes an object to ASGI, a function to request-response."""
+
+    def __init__(self, app: Any, settings: Settings) -> None:
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             origin = headers.get("origin")
-            if origin and not _origin_allowed(origin, settings, headers.get("host")):
+            if origin and not _origin_allowed(origin, self.settings, headers.get("host")):
                 await _send_error(send, 403, "forbidden_origin", f"origin {origin!r} may not use /mcp")
                 return
             try:
-                check(settings, headers.get("authorization"), write=False)
+                check(self.settings, headers.get("authorization"), write=False)
             except ApiError as exc:
                 await _send_error(send, exc.status, exc.code, exc.message, exc.headers)
                 return
-        await app(scope, receive, send)
-
-    return guarded
+        await self.app(scope, receive, send)

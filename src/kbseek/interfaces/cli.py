@@ -268,6 +268,8 @@ def eval_run(
     setting: Annotated[list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")] = [],
     cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
     replay: Annotated[Optional[Path], typer.Option(help="Re-score recorded lane candidates ('eval record'): no embedding.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="Evaluate a running server instead (live acceptance): its search and lookup endpoints.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(help="Bearer key for --base-url (default: KBSEEK_READ_API_KEY or KBSEEK_API_KEY).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
@@ -288,8 +290,14 @@ def eval_run(
 
             fixture = load(replay)
             base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
-        report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
-                          cache_root=cache, base=base, fixture=fixture)
+        if base_url is not None:
+            from kbseek.live_eval import evaluate_live
+
+            report = evaluate_live(data, base_url, policies=policy, ks=ks, depth=depth, base=base,
+                                   api_key=api_key or base.read_api_key or base.api_key)
+        else:
+            report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
+                              cache_root=cache, base=base, fixture=fixture)
         if as_json:
             _print_json(report)
             return
@@ -417,6 +425,8 @@ def db_current(as_json: JsonFlag = False) -> None:
 
 
 from kbseek.interfaces import eval_cli  # noqa: E402,F401  (registers the other eval verbs)
+from kbseek.interfaces import mcp_cli  # noqa: E402,F401  (mcp, tool-schema)
+from kbseek.interfaces import serve_cli  # noqa: E402,F401  (serve)
 from kbseek.interfaces import ops_cli  # noqa: E402,F401  (audit, invocations, metrics)
 
 
