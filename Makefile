@@ -1,4 +1,4 @@
-# make run  - ingest the bundled example knowledge base and show what it holds
+# make run  - ingest the bundled example knowledge base and serve it on 127.0.0.1:8000 (REST API, MCP)
 # make test - the whole test suite (SQLite and the local PostgreSQL)
 VENV ?= .venv
 PYTHON ?= python3
@@ -16,7 +16,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/kbseek ingest examples/knowledge_base
-	$(BIN)/kbseek docs list
+	$(BIN)/kbseek serve --host 127.0.0.1 --port 8000
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

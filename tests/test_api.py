@@ -198,3 +198,27 @@ def test_every_write_endpoint_needs_the_key(keyed):
             assert response.status_code == 403, (method, path, response.status_code)
         anonymous = keyed.request(method.upper(), url)
         assert anonymous.status_code == 401, (method, path, anonymous.status_code)
+
+
+def test_start_up_repairs_drift_before_ready(settings):
+    """The app opens the knowledge base itself: /ready is 503 until drift is repaired and the indexes load."""
+    with KnowledgeBase.open(settings) as kb:
+        kb.ingest([EXAMPLES / "knowledge_base"])
+    original = settings.knowledge_base_dir / "api" / "payment-errors.md"
+    original.unlink()  # a crash lost a stored original
+    (settings.knowledge_base_dir / "api" / "stray.md").write_text("# stray", "utf-8")
+    import time
+
+    with TestClient(create_app(settings, mcp=False)) as c:
+        states = []
+        for _ in range(600):
+            response = c.get("/ready")
+            states.append(response.status_code)
+            if response.status_code == 200:
+                break
+            assert c.post("/api/lookup", json={"query": "x"}).json()["error"]["code"] in ("starting", "unavailable")
+            time.sleep(0.05)
+        assert states[-1] == 200, states
+        assert c.get("/ready").json()["repaired_at_start"] == {"rewritten": 1, "orphaned": 1, "temp_removed": 0}
+        assert original.exists()
+        assert c.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).json()["status"] == "answer"

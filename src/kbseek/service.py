@@ -62,6 +62,7 @@ class KnowledgeBase:
         self.telemetry = Telemetry()
         self.invocations = InvocationStore(repository.engine, on_failure=self.telemetry.record_failures.inc)
         self.audit = AuditStore(repository.engine)
+        self.startup_repair: dict[str, int] = {}  # what KnowledgeBase.open repaired (shown by /ready)
         self._rewriter: tuple[str, QueryRewriter] | None = None
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
@@ -79,7 +80,7 @@ class KnowledgeBase:
             if migrate_schema:
                 migrate.upgrade(engine)
             kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
-            repaired = kb.repair()
+            repaired = kb.startup_repair = kb.repair()
             if settings.invocation_retention_days:
                 before = utcnow() - dt.timedelta(days=settings.invocation_retention_days)
                 if pruned := kb.invocations.prune(before=before):

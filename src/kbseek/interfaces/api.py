@@ -153,7 +153,8 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         checks["indexes"] = {"ok": kb.indexes.version >= 0, "version": kb.indexes.index_version,
                              "documents": len(kb.indexes.documents), "chunks": len(kb.indexes.chunks)}
         ok = all(c["ok"] for c in checks.values())
-        return JSONResponse({"ready": ok, "ready_after_s": runtime.ready_after_s, "checks": checks},
+        return JSONResponse({"ready": ok, "ready_after_s": runtime.ready_after_s, "checks": checks,
+                             "repaired_at_start": kb.startup_repair},
                             status_code=200 if ok else 503)
 
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics")
