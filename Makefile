@@ -16,7 +16,8 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/kbseek ingest examples/knowledge_base
-	$(BIN)/kbseek serve --host 127.0.0.1 --port 8000
+	KBSEEK_GOLDEN_CASES_FILE=examples/eval/golden-cases.json KBSEEK_REPORTS_DIR=eval/reports \
+		$(BIN)/kbseek serve --host 127.0.0.1 --port 8000
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     read_api_key: str = Field(default="", description="Bearer key API reads need, lookups included (empty: open)")
     allowed_origins: list[str] = Field(default_factory=list, description="Browser origins allowed on /mcp besides loopback and same-origin")
     max_request_bytes: int = Field(default=20_000_000, ge=1024, description="Larger API request bodies are refused (413)")
+    golden_cases_file: Path | None = Field(default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json")
+    reports_dir: Path | None = Field(default=None, description="Evaluation reports the console lists and writes; default <home>/reports")
     invocation_retention_days: int = Field(default=0, ge=0, description="Prune tool invocations older than this at start-up; 0 keeps all")
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
@@ -156,6 +158,14 @@ class Settings(BaseSettings):
     def milvus_target(self) -> str:
         """The Milvus URI: a server's, or the Milvus Lite directory in the data home."""
         return self.milvus_uri or str(self.home / "milvus.db")
+
+    @property
+    def golden_cases_path(self) -> Path:
+        return self.golden_cases_file or self.home / "golden-cases.json"
+
+    @property
+    def reports_path(self) -> Path:
+        return self.reports_dir or self.home / "reports"
 
     @property
     def orphan_dir(self) -> Path:
