@@ -110,6 +110,12 @@ class DenseIndex:
                      len(missing), len(stale), self.counters["embedded"], self.counters["from_cache"],
                      (time.perf_counter() - started) * 1000)
 
+    def warm(self, docs: Sequence[StoredDocument]) -> None:
+        """Embed (into the cache) what a later ``sync`` of ``docs`` will need; touches no vector store."""
+        self._records([c for doc in docs for c in doc.chunks])
+        if self.summaries:
+            self._summary_records([d for d in docs if has_summary_vector(d)])
+
     def _stores(self) -> list[VectorStore]:
         return [self.store] if self.mirror is None else [self.store, self.mirror]
 
@@ -181,7 +187,7 @@ def open_dense(settings: "Settings", repository: SqlRepository) -> DenseIndex | 
     from kbseek.adapters.vectors_milvus import MilvusVectorStore
 
     embedder = load_embedder(settings.embedder, url=settings.embedder_url, model=settings.embedder_model,
-                             api_key=settings.embedder_api_key)
+                             api_key=settings.embedder_api_key, query_timeout=settings.embedder_query_timeout_s)
     if embedder is None:
         return None
     model = f"{embedder.model_id}|{settings.embedding_input}"

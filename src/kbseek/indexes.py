@@ -23,6 +23,7 @@ from kbseek.core.keywords import KeywordEntry, KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.dense import DenseIndex
+from kbseek.errors import KbseekError
 from kbseek.rwlock import ReadWriteLock
 
 log = logging.getLogger("kbseek")
@@ -45,6 +46,8 @@ class IndexedDocument:
 
 
 MAX_TERM_CHARS = 40
+WARM_LIMIT = 50  # changed documents embedded ahead of the write lock; more is a bulk load
+DENSE_RETRY_S = 30  # after a failed embedding, how long the lexical lanes alone serve new documents
 
 
 def dictionary_words(doc: StoredDocument | IndexedDocument) -> list[str]:
@@ -78,6 +81,8 @@ class Indexes:
         self.version = -1
         self.counters = {"analysed": 0, "from_cache": 0}  # chunks, since start
         self._lock = ReadWriteLock()
+        self._dense_pending: set[str] = set()
+        self._dense_retry_at = 0.0
 
     @property
     def index_version(self) -> str:
@@ -98,11 +103,13 @@ class Indexes:
         Inside a :meth:`snapshot` it does nothing: a reader keeps the version it started with."""
         if self._lock.reading_here():
             return False
-        if self.repository.version() == self.version and not force:
+        retry_dense = bool(self._dense_pending) and time.monotonic() >= self._dense_retry_at
+        if self.repository.version() == self.version and not force and not retry_dense:
             return False  # the common case, without waiting for readers to leave
+        self._warm_vectors()
         with self._lock.write():
             version = self.repository.version()
-            if version == self.version and not force:
+            if version == self.version and not force and not self._dense_pending:
                 return False
             started = time.perf_counter()
             stored = self.repository.states()
@@ -130,9 +137,7 @@ class Indexes:
                 fresh += self._add(doc, cached)
             self.repository.save_tokens(fresh)
             if self.dense is not None:
-                new_ids = {c.id for d in loaded for c in d.chunks}
-                self.dense.sync(loaded, [c for c in removed_chunks if c not in new_ids], first=first_load,
-                                removed_documents=gone)
+                self._sync_dense(loaded, removed_chunks, gone, first_load)
             self.version = version
             log.info(
                 "indexes refreshed: version=%d added/changed=%d removed=%d dictionary_changes=%d "
@@ -141,6 +146,45 @@ class Indexes:
                 len(self.chunks), (time.perf_counter() - started) * 1000,
             )
             return True
+
+    def _warm_vectors(self) -> None:
+        """Embed changed documents before taking the write lock (vectors land in the cache), so lookups keep
+        running while an upload is embedded; the refresh itself then finds every vector cached."""
+        if self.dense is None or self.version < 0:  # the first load happens before anyone can ask
+            return
+        with self._lock.read():
+            known = {d: doc.content_hash for d, doc in self.documents.items()}
+        changed = [d for d, digest in self.repository.states().items() if known.get(d) != digest]
+        if changed and len(changed) <= WARM_LIMIT:  # a first load or a bulk import embeds under the lock
+            try:
+                self.dense.warm(self.repository.load(changed))
+            except KbseekError as exc:
+                log.warning("dense lane: could not embed %d changed document(s) ahead: %s", len(changed), exc)
+
+    def _sync_dense(self, loaded: list[StoredDocument], removed_chunks: list[str], gone: list[str],
+                    first_load: bool) -> None:
+        """Vectors for this refresh, plus any left pending by a failed one; an embedding or vector-store failure
+        leaves the lexical lanes serving the documents and retries later (the records say so)."""
+        assert self.dense is not None
+        ids = {d.id for d in loaded}
+        retry = [d for d in self.repository.load(sorted(self._dense_pending - ids)) if d.id in self.documents] \
+            if self._dense_pending else []
+        new_ids = {c.id for d in loaded for c in d.chunks}
+        try:
+            self.dense.sync([*loaded, *retry], [c for c in removed_chunks if c not in new_ids], first=first_load,
+                            removed_documents=gone)
+        except KbseekError as exc:
+            self._dense_pending |= ids | {d.id for d in retry}
+            self._dense_retry_at = time.monotonic() + DENSE_RETRY_S
+            log.warning("dense lane: %d document(s) not indexed (%s); the lexical lanes serve them, retrying in %ds",
+                        len(self._dense_pending), exc, DENSE_RETRY_S)
+            return
+        self._dense_pending.clear()
+
+    @property
+    def dense_pending(self) -> int:
+        """Documents the lexical lanes serve but the dense lane does not yet (embedding failed)."""
+        return len(self._dense_pending)
 
     def _chunk_ids(self, doc_id: str) -> tuple[str, ...]:
         doc = self.documents.get(doc_id)

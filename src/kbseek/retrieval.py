@@ -108,7 +108,14 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
         else:
             # frontmatter filters are not in the vector store: fetch deeper and keep the allowed documents
             fetch = depth if only is None else depth * 8
-            result = dense.search(query, top_k=fetch, categories=groups, threshold=threshold)
+            try:
+                result = dense.search(query, top_k=fetch, categories=groups, threshold=threshold)
+            except KbseekError as exc:
+                if policy == "dense":
+                    raise
+                notes.append(f"dense lane unavailable: {exc.message}")  # the lexical lanes still answer
+                result = None
+        if dense is not None and result is not None:
             hits = result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
             dense_found = [(h.chunk_id, h.similarity) for h in hits[:depth]]
             lanes["dense"], raw["dense"] = dense_lane(indexes, tokens, hits[:depth])

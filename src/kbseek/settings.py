@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     embedder_url: str = Field(default="", description="openai embedder: the /v1 base URL")
     embedder_model: str = Field(default="", description="openai embedder: the model name")
     embedder_api_key: str = Field(default="", description="openai embedder: Bearer key")
+    embedder_query_timeout_s: float = Field(default=5.0, gt=0, le=120, description="openai embedder: seconds a query embedding may take before the lexical lanes answer alone")
     embedding_input: str = Field(default="breadcrumb", description="full | breadcrumb | text (what is embedded)")
     embed_summaries: bool = Field(default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary")
     vector_store: str = Field(default="auto", description="auto | milvus | local")

