@@ -396,13 +396,15 @@ class KnowledgeBase:
 
     # -- repair --------------------------------------------------------------------------
 
-    def repair(self) -> dict[str, int]:
+    def repair(self, *, dry_run: bool = False) -> dict[str, int]:
         """Make the file store match the database (the system of record) after a crash.
 
         Missing or stale originals are rewritten from the stored content; files the database
         does not know are moved to ``<home>/orphaned/`` (never deleted); temp files are removed.
+        With ``dry_run`` it only counts what it would do.
         """
-        counts = {"rewritten": 0, "orphaned": 0, "temp_removed": self.files.remove_temp_files()}
+        counts = {"rewritten": 0, "orphaned": 0,
+                  "temp_removed": len(self.files.temp_files()) if dry_run else self.files.remove_temp_files()}
         known = self.repository.hashes()
         for path, (digest, _) in known.items():
             data = self.files.read(path)
@@ -412,14 +414,16 @@ class KnowledgeBase:
             encoded = content.encode("utf-8")
             if data is not None and data == encoded:
                 continue
-            self.files.write(path, encoded)
             counts["rewritten"] += 1
-            log.warning("repair: rewrote the original of %s from the database", path)
+            if not dry_run:
+                self.files.write(path, encoded)
+                log.warning("repair: rewrote the original of %s from the database", path)
         for path in list(self.files.paths()):
             if path not in known:
-                moved = self.files.move_out(path, self.settings.orphan_dir)
                 counts["orphaned"] += 1
-                log.warning("repair: %s is not in the database; moved to %s", path, moved)
+                if not dry_run:
+                    moved = self.files.move_out(path, self.settings.orphan_dir)
+                    log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
 
 

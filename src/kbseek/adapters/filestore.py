@@ -84,13 +84,15 @@ class FileStore:
                     continue
                 yield Path(folder, name).relative_to(self.root).as_posix()
 
+    def temp_files(self) -> list[Path]:
+        """Half-written originals a crash left behind."""
+        return list(self.root.rglob(f"*{TEMP_SUFFIX}")) if self.root.is_dir() else []
+
     def remove_temp_files(self) -> int:
-        removed = 0
-        if self.root.is_dir():
-            for temp in self.root.rglob(f"*{TEMP_SUFFIX}"):
-                temp.unlink(missing_ok=True)
-                removed += 1
-        return removed
+        temps = self.temp_files()
+        for temp in temps:
+            temp.unlink(missing_ok=True)
+        return len(temps)
 
     def _prune_empty_parents(self, folder: Path) -> None:
         root = self.root.resolve()

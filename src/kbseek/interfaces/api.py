@@ -228,13 +228,9 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.post("/api/reindex", tags=["documents"], summary="Re-sync every index with the database")
     def reindex(_: Write) -> dict[str, Any]:
-        kb = runtime.kb
-        started = time.perf_counter()
-        repaired = kb.repair()
-        kb.indexes.refresh(force=True)
-        return {"repaired": repaired, "index_version": kb.indexes.index_version,
-                "documents": len(kb.indexes.documents), "chunks": len(kb.indexes.chunks),
-                "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+        from kbseek.operations import reindex as rebuild
+
+        return rebuild(runtime.kb)
 
     @app.get("/api/categories", tags=["documents"], summary="Categories and their document counts")
     def categories(_: Read) -> dict[str, Any]:

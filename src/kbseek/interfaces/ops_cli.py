@@ -1,6 +1,6 @@
-"""Operations verbs that read the records, not the indexes: ``audit``, ``invocations list|prune``, ``metrics``.
-
-They open the database only (no embedder, no vector store), so they are quick on a busy data home.
+"""Operations verbs: ``audit``, ``invocations list|prune`` and ``metrics`` read the records only (no embedder,
+no vector store, so they are quick on a busy data home); ``doctor``, ``reindex``, ``backup`` and ``restore``
+look after the whole data home.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sys
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -150,3 +151,87 @@ def metrics(
                                  slow_lookup_ms=_settings().slow_lookup_ms, documents=repository.count(),
                                  chunks=repository.chunk_count())
         sys.stdout.write(telemetry.exposition().decode("utf-8"))
+
+
+@app.command("doctor")
+def doctor_command(
+    fix: Annotated[bool, typer.Option("--fix", help="Repair what drifted (default: only report).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check the schema, stored originals, indexes and vectors against the database; --fix repairs them."""
+    from kbseek.interfaces.cli import _open
+    from kbseek.operations import doctor
+
+    with _errors(as_json):
+        kb = _open()
+        try:
+            result = doctor(kb, fix=fix)
+        finally:
+            kb.close()
+        if as_json:
+            _print_json(result)
+        else:
+            for name, check in result["checks"].items():
+                detail = ", ".join(f"{k}={v}" for k, v in check.items() if k != "ok")
+                out.print(f"{'ok ' if check['ok'] else 'BAD'} {name:<8} {detail}", highlight=False, markup=False)
+            at_open = {k: v for k, v in result["repaired_at_open"].items() if v}
+            if at_open:
+                out.print(f"opening the knowledge base repaired: {at_open}", highlight=False)
+            verdict = "healthy" if result["ok"] else ("repaired" if fix else "drift found: run 'kbseek doctor --fix'")
+            out.print(verdict, highlight=False)
+        if not result["ok"] and not fix:
+            raise typer.Exit(1)
+
+
+@app.command("reindex")
+def reindex_command(as_json: JsonFlag = False) -> None:
+    """Rebuild originals, indexes and every vector from the database (cached embeddings are reused)."""
+    from kbseek.interfaces.cli import _open
+    from kbseek.operations import reindex
+
+    with _errors(as_json):
+        kb = _open()
+        try:
+            result = reindex(kb)
+        finally:
+            kb.close()
+        if as_json:
+            _print_json(result)
+        else:
+            out.print(f"reindexed {result['documents']} documents, {result['chunks']} chunks, {result['vectors']} "
+                      f"vectors in {result['duration_ms']:.0f} ms (repaired: {result['repaired']})", highlight=False)
+
+
+@app.command("backup")
+def backup_command(
+    out_file: Annotated[Path, typer.Argument(help="The archive to write (.tar.gz).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A consistent snapshot of the data home (its SQLite database), safe while a server runs."""
+    from kbseek.operations import backup
+
+    with _errors(as_json):
+        result = backup(_settings(), out_file)
+        if as_json:
+            _print_json(result)
+        else:
+            out.print(f"backed up {result['documents']} documents to {result['file']} ({result['bytes']:,} bytes)",
+                      highlight=False)
+
+
+@app.command("restore")
+def restore_command(
+    archive: Annotated[Path, typer.Argument(help="An archive written by 'kbseek backup'.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace the knowledge base already in the home.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Restore a backup into the data home; originals, indexes and vectors are rebuilt from it."""
+    from kbseek.operations import restore
+
+    with _errors(as_json):
+        result = restore(archive, _settings(), force=force)
+        if as_json:
+            _print_json(result)
+        else:
+            out.print(f"restored {result['documents']} documents (backup of {result['manifest']['created_at']})",
+                      highlight=False)
