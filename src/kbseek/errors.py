@@ -75,3 +75,9 @@ class StorageError(KbseekError):
     """The database or the file store failed; nothing half-written was kept."""
 
     code = "storage_error"
+
+
+class StorageFullError(StorageError):
+    """The disk under the data home is full: the write was refused whole."""
+
+    code = "storage_full"

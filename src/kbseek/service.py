@@ -265,12 +265,22 @@ class KnowledgeBase:
         doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
         started = time.perf_counter()
         parse_ms = timings["parse_ms"] + timings["chunk_ms"]
-        report.status = self.repository.save(doc, origin=origin,
-                                             audit=self._audit_fields(len(data), parse_ms))
+        # The original goes first (atomically), then the database commits: a full disk refuses the write before
+        # anything is stored, and a failed commit puts the previous original back. A crash between the two
+        # leaves an original ahead of the database, which start-up repair rewrites from the database.
+        previous = self.files.read(path)
+        if previous != data:
+            self.files.write(path, data)
+        try:
+            report.status = self.repository.save(doc, origin=origin, audit=self._audit_fields(len(data), parse_ms))
+        except BaseException:
+            if previous is None:
+                self.files.delete(path)
+            elif previous != data:
+                self.files.write(path, previous)
+            raise
         if report.status != "unchanged":
             self.telemetry.observe_write(report.status, parse_ms)
-        if report.status != "unchanged":
-            self.files.write(path, data)
         timings["store_ms"] = round((time.perf_counter() - started) * 1000, 3)
         report.document_id, report.chunks, report.warnings = doc.id, len(doc.chunks), list(doc.warnings)
         report.timings_ms = timings

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from kbseek.core.paths import safe_document_path
-from kbseek.errors import StorageError, UnsafePathError
+from kbseek.errors import StorageError, StorageFullError, UnsafePathError
 
 TEMP_SUFFIX = ".kbseek-tmp"
 
@@ -43,6 +44,9 @@ class FileStore:
                 Path(temp).unlink(missing_ok=True)
                 raise
         except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFullError(f"could not write the original of {path}: the disk is full ({exc.strerror})",
+                                       hint="free space in the data home; nothing was stored") from exc
             raise StorageError(f"could not write the original of {path}: {exc}") from exc
 
     def read(self, path: str) -> bytes | None:

@@ -144,3 +144,10 @@ class MilvusVectorStore:
             self._client.close()
         except Exception as exc:  # closing must never raise on shutdown
             log.debug("closing Milvus: %s", exc)
+        if self.uri.endswith(".db"):  # Milvus Lite: stop its in-process server, which holds the data dir's lock
+            try:
+                from milvus_lite import server_manager_instance
+
+                server_manager_instance.release_server(self.uri)
+            except Exception as exc:
+                log.debug("stopping Milvus Lite: %s", exc)
