@@ -222,3 +222,22 @@ def test_start_up_repairs_drift_before_ready(settings):
         assert c.get("/ready").json()["repaired_at_start"] == {"rewritten": 1, "orphaned": 1, "temp_removed": 0}
         assert original.exists()
         assert c.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).json()["status"] == "answer"
+
+
+def test_keys_never_reach_logs_or_records(settings, caplog):
+    """With INFO logs on, requests carrying keys (right and wrong) leave no key in a log line or a record."""
+    import logging
+
+    secret_settings = settings.model_copy(update={"api_key": "W-very-secret-9f2", "read_api_key": "R-very-secret-4c1"})
+    with KnowledgeBase.open(secret_settings) as kb, TestClient(create_app(kb=kb, mcp=False)) as c, \
+            caplog.at_level(logging.INFO, logger="kbseek"):
+        for key in ("W-very-secret-9f2", "R-very-secret-4c1", "guess-very-secret"):
+            c.post("/api/lookup", json={"query": "ERR_TIMEOUT", "session_id": "sec"}, headers={"Authorization": f"Bearer {key}"})
+            c.post("/api/documents", files=[("files", ("s.md", PAY.encode()))],
+                   headers={"Authorization": f"Bearer {key}"})
+        rows = json.dumps([{k: str(v) for k, v in r.items()} for r in kb.invocations.list(limit=100)])
+        audit = json.dumps([{k: str(v) for k, v in r.items()} for r in kb.audit.list(limit=100)])
+        described = json.dumps(secret_settings.describe())
+    for text in (caplog.text, rows, audit, described):
+        assert "very-secret" not in text
+    assert "k-" in audit and len(json.loads(rows)) == 2  # the two accepted lookups, recorded without the key

@@ -50,6 +50,9 @@ class MilvusVectorStore:
         except ImportError as exc:  # pragma: no cover - installed with kbseek
             raise StorageError("pymilvus is not installed", hint="pip install 'pymilvus==3.0.2' 'milvus-lite[chinese]==3.2.2'") from exc
         logging.getLogger("pymilvus").setLevel(logging.ERROR)  # it warns on Lite's missing mvcc ts
+        # Milvus Lite's in-process gRPC server logs a traceback for every AllocTimestamp call pymilvus makes
+        # (Lite does not implement it; pymilvus carries on without): noise that reads like a failure
+        logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
         self.dim, self.uri = dim, uri
         self.collection = collection_name(model_id, dim)
         self._lock = threading.RLock()  # Milvus Lite wants one writer
