@@ -102,6 +102,8 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
     if mcp_app is not None:  # served at /mcp exactly (no redirect to /mcp/, which some clients do not follow)
         endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp").endpoint
         app.router.routes.append(Route("/mcp", endpoint=McpGuard(endpoint, settings), include_in_schema=False))
+    from kbseek.interfaces.console import register_console
+    register_console(app, runtime)
     return app
 
 
