@@ -11,8 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import EXAMPLES, ROOT
+from serving import KBSEEK, running_server
 from kbseek.cases import load_cases
 from kbseek.evaluation import metric_names, run_policy
 from kbseek.interfaces.api import create_app
@@ -241,7 +240,6 @@ def test_every_ui_string_exists_in_both_languages():
 # -- end to end in headless Chromium ------------------------------------------------------------
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-KBSEEK = str(Path(sys.executable).with_name("kbseek"))
 SHOTS = os.environ.get("KBSEEK_SCREENSHOTS")
 WARNED = """---
 title: Console end-to-end runbook
@@ -261,14 +259,6 @@ Restart the console-e2e worker and check CONSOLE_E2E_42 again.
 BROKEN = "---\ntitle: [unclosed\n---\n# broken\n"
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     root = tmp_path_factory.mktemp("console")
@@ -278,25 +268,8 @@ def served(tmp_path_factory) -> Iterator[tuple[str, Path]]:
            "KBSEEK_REPORTS_DIR": str(root / "reports")}
     subprocess.run([KBSEEK, "ingest", str(EXAMPLES / "knowledge_base")], env=env, check=True, capture_output=True)
     seeded_cases(root / "eval" / "golden-cases.json", home / "knowledge_base")
-    port = free_port()
-    log = (root / "serve.log").open("w")
-    process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, (root / "serve.log").read_text()
-            time.sleep(0.1)
+    with running_server(env, root / "serve.log") as base:
         yield base, root
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()
 
 
 @pytest.fixture(scope="module")

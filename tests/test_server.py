@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import httpx
@@ -21,17 +17,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from typer.testing import CliRunner
 
 from conftest import EXAMPLES
+from serving import KBSEEK, running_server
 from kbseek.interfaces.cli import app
 
-KBSEEK = str(Path(sys.executable).with_name("kbseek"))
 GOLDEN = EXAMPLES / "eval" / "golden-cases.json"
 READ, WRITE = "r-key-for-tests", "w-key-for-tests"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -40,25 +30,8 @@ def server(tmp_path_factory) -> Iterator[str]:
     env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "none", "KBSEEK_API_KEY": WRITE,
            "KBSEEK_READ_API_KEY": READ}
     subprocess.run([KBSEEK, "ingest", str(EXAMPLES / "knowledge_base")], env=env, check=True, capture_output=True)
-    port = free_port()
-    log = (home / "serve.log").open("w")
-    process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, (home / "serve.log").read_text()
-            time.sleep(0.1)
+    with running_server(env, home.parent / "serve.log") as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()
 
 
 def auth(key: str) -> dict[str, str]:

