@@ -143,6 +143,7 @@ class CuttableProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                s.close()
 
     def cut(self) -> None:
         self.up = False
@@ -151,6 +152,7 @@ class CuttableProxy:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
         self.sockets.clear()
 
     def restore(self) -> None:

