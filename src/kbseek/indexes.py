@@ -23,6 +23,7 @@ from kbseek.core.keywords import KeywordEntry, KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.dense import DenseIndex
+from kbseek.dense_worker import DenseWorker
 from kbseek.errors import KbseekError
 from kbseek.rwlock import ReadWriteLock
 
@@ -82,6 +83,7 @@ class Indexes:
         self.counters = {"analysed": 0, "from_cache": 0}  # chunks, since start
         self._lock = ReadWriteLock()
         self._dense_pending: set[str] = set()
+        self._worker: DenseWorker | None = None
         self._dense_retry_at = 0.0
 
     @property
@@ -106,7 +108,8 @@ class Indexes:
         retry_dense = bool(self._dense_pending) and time.monotonic() >= self._dense_retry_at
         if self.repository.version() == self.version and not force and not retry_dense:
             return False  # the common case, without waiting for readers to leave
-        self._warm_vectors()
+        if self._worker is None:
+            self._warm_vectors()
         with self._lock.write():
             version = self.repository.version()
             if version == self.version and not force and not self._dense_pending:
@@ -136,7 +139,9 @@ class Indexes:
             for doc in loaded:
                 fresh += self._add(doc, cached)
             self.repository.save_tokens(fresh)
-            if self.dense is not None:
+            if self.dense is not None and self._worker is not None and not first_load:
+                self._worker.submit(loaded, removed_chunks, gone)
+            elif self.dense is not None:
                 self._sync_dense(loaded, removed_chunks, gone, first_load)
             self.version = version
             log.info(
@@ -167,7 +172,9 @@ class Indexes:
         leaves the lexical lanes serving the documents and retries later (the records say so)."""
         assert self.dense is not None
         ids = {d.id for d in loaded}
-        retry = [d for d in self.repository.load(sorted(self._dense_pending - ids)) if d.id in self.documents] \
+        with self._lock.read():  # the worker thread calls this too
+            current = set(self.documents)
+        retry = [d for d in self.repository.load(sorted(self._dense_pending - ids)) if d.id in current] \
             if self._dense_pending else []
         new_ids = {c.id for d in loaded for c in d.chunks}
         try:
@@ -181,10 +188,32 @@ class Indexes:
             return
         self._dense_pending.clear()
 
+    def vectors_in_background(self) -> None:
+        """From now on, changed documents get their vectors from a worker thread (see ``dense_worker``)."""
+        if self.dense is not None and self._worker is None:
+            self._worker = DenseWorker(lambda loaded, removed, gone: self._sync_dense(loaded, removed, gone, False))
+
+    def wait_for_vectors(self, timeout: float = 60.0) -> bool:
+        return self._worker.wait(timeout) if self._worker is not None else True
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
     @property
     def dense_pending(self) -> int:
-        """Documents the lexical lanes serve but the dense lane does not yet (embedding failed)."""
-        return len(self._dense_pending)
+        """Documents the lexical lanes serve but the dense lane does not yet (queued, or embedding failed)."""
+        return len(self._pending_ids())
+
+    def _pending_ids(self) -> set[str]:
+        return self._dense_pending | (self._worker.pending() if self._worker is not None else set())
+
+    def vector_status(self, document_id: str) -> str:
+        """``indexed``, ``pending`` (queued or being embedded; retried after a failure) or ``none`` (no dense lane)."""
+        if self.dense is None:
+            return "none"
+        return "pending" if document_id in self._pending_ids() else "indexed"
 
     def _chunk_ids(self, doc_id: str) -> tuple[str, ...]:
         doc = self.documents.get(doc_id)

@@ -87,6 +87,8 @@ class KnowledgeBase:
                     log.info("retention: pruned %d tool invocation(s) older than %d days", pruned,
                              settings.invocation_retention_days)
             kb.indexes.refresh()
+            if settings.vectors_in_background:
+                kb.indexes.vectors_in_background()
             if settings.scan_dirs:
                 report = kb.ingest(list(settings.scan_dirs), prune=settings.scan_prune)
                 for file in report.files:
@@ -109,6 +111,7 @@ class KnowledgeBase:
             return kb
 
     def close(self) -> None:
+        self.indexes.close()
         self.invocations.close()
         if self.indexes.dense is not None:
             self.indexes.dense.close()

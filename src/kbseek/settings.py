@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     read_api_key: str = Field(default="", description="Bearer key API reads need, lookups included (empty: open)")
     allowed_origins: list[str] = Field(default_factory=list, description="Browser origins allowed on /mcp besides loopback and same-origin")
     max_request_bytes: int = Field(default=20_000_000, ge=1024, description="Larger API request bodies are refused (413)")
+    vectors_in_background: bool = Field(default=False, description="Embed changed documents in a worker thread: writes return once stored and lexically indexed (kbseek serve turns it on)")
     golden_cases_file: Path | None = Field(default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json")
     reports_dir: Path | None = Field(default=None, description="Evaluation reports the console lists and writes; default <home>/reports")
     invocation_retention_days: int = Field(default=0, ge=0, description="Prune tool invocations older than this at start-up; 0 keeps all")

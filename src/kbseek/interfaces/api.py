@@ -70,6 +70,8 @@ class Runtime:
 def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = True) -> FastAPI:
     """The API over ``settings`` (or over an already open ``kb``, e.g. in tests); ``/mcp`` when ``mcp``."""
     settings = settings or (kb.settings if kb is not None else Settings())
+    if "vectors_in_background" not in settings.model_fields_set:  # a served upload answers before its vectors
+        settings = settings.model_copy(update={"vectors_in_background": True})
     configure_logging(settings.log_level, settings.log_format)
     runtime = Runtime(settings, kb)
     mcp_app = None
@@ -161,7 +163,8 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
             checks["database"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         dense = kb.indexes.dense
         checks["vector_store"] = ({"ok": True, "kind": "none (lexical only)"} if dense is None else
-                                  {"ok": True, "model": dense.model_id, "fallback": dense.fallback})
+                                  {"ok": True, "model": dense.model_id, "fallback": dense.fallback,
+                                   "documents_pending": kb.indexes.dense_pending})
         checks["indexes"] = {"ok": kb.indexes.version >= 0, "version": kb.indexes.index_version,
                              "documents": len(kb.indexes.documents), "chunks": len(kb.indexes.chunks)}
         ok = all(c["ok"] for c in checks.values())
@@ -188,7 +191,10 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         with actor_scope("api", principal.key_id):
             for upload in files:
                 data = upload.file.read()
-                reports.append(kb.upload(data, upload.filename or "", category=category).to_dict())
+                report = kb.upload(data, upload.filename or "", category=category).to_dict()
+                if report["document_id"]:
+                    report["vectors"] = kb.indexes.vector_status(report["document_id"])
+                reports.append(report)
         if len(reports) == 1 and reports[0]["status"] == "failed":
             r = reports[0]
             raise ApiError(_upload_status(r["error_code"]), r["error_code"] or "document_error", r["reason"])
@@ -210,17 +216,20 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/api/documents/{path:path}", tags=["documents"], summary="One document: metadata, warnings, chunks")
     def get_document(_: Read, path: str) -> dict[str, Any]:
-        return document_view(runtime.kb.get_document(path), with_chunks=True)
+        kb = runtime.kb
+        doc = kb.get_document(path)
+        return document_view(doc, with_chunks=True) | {"vectors": kb.indexes.vector_status(doc.id)}
 
     @app.put("/api/documents/{path:path}", tags=["documents"], summary="Replace a document's content")
     def replace_document(principal: Write, path: str,
                          file: Annotated[UploadFile, File(description="The new Markdown")]) -> dict[str, Any]:
+        kb = runtime.kb
         with actor_scope("api", principal.key_id):
-            report = runtime.kb.replace(path, file.file.read())
+            report = kb.replace(path, file.file.read())
         if report.status == "failed":
             raise ApiError(_upload_status(report.error_code), report.error_code or "document_error",
                            report.reason or "failed")
-        return report.to_dict()
+        return report.to_dict() | {"vectors": kb.indexes.vector_status(report.document_id or "")}
 
     @app.delete("/api/documents/{path:path}", tags=["documents"], summary="Delete a document everywhere")
     def delete_document(principal: Write, path: str) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""Vectors in the background: a served upload returns once it is stored and lexically indexed; one worker
+thread embeds it and updates the vector store right after (the document's status says ``pending`` meanwhile).
+
+One thread does all document embedding, so concurrent uploads never embed the same text twice, and lookups
+(queries go first at the embedder) are not stuck behind a queue of uploads. Work lost to a crash is redone by
+the next start, which reconciles the vector store with the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+log = logging.getLogger("kbseek")
+
+
+class DenseWorker:
+    def __init__(self, sync: Callable[[list[Any], list[str], list[str]], None]) -> None:
+        self._sync = sync  # (loaded documents, removed chunk ids, removed document ids)
+        self._cond = threading.Condition()
+        self._queue: list[tuple[list[Any], list[str], list[str]]] = []
+        self._inflight: set[str] = set()
+        self._busy = False
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="kbseek-vectors", daemon=True)
+        self._thread.start()
+
+    def submit(self, loaded: Sequence[Any], removed_chunks: Sequence[str], gone: Sequence[str]) -> None:
+        with self._cond:
+            self._queue.append((list(loaded), list(removed_chunks), list(gone)))
+            self._inflight |= {d.id for d in loaded}
+            self._cond.notify_all()
+
+    def pending(self) -> set[str]:
+        """Documents whose vectors are queued or being made."""
+        with self._cond:
+            return set(self._inflight)
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """Until the queue is empty and the worker idle; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.wait(timeout)
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._stopped)
+                if self._stopped and not self._queue:
+                    return
+                batch, self._queue, self._busy = self._queue, [], True
+            loaded: dict[str, Any] = {}
+            removed: list[str] = []
+            gone: list[str] = []
+            for docs, chunks, went in batch:  # in order: a later change of a document wins
+                for doc_id in went:
+                    loaded.pop(doc_id, None)
+                for doc in docs:
+                    loaded[doc.id] = doc
+                removed += chunks
+                gone += went
+            try:
+                self._sync(list(loaded.values()), removed, gone)
+            except Exception:  # the sync logs and keeps failures pending itself; never kill the worker
+                log.exception("dense lane: background indexing failed")
+            finally:
+                with self._cond:
+                    self._inflight -= set(loaded) - {d.id for docs, _, _ in self._queue for d in docs}
+                    self._busy = False
+                    self._cond.notify_all()
