@@ -256,10 +256,11 @@ class LookupTool:
             if request.section:
                 candidates, extra = self._section(indexes, request.section, candidates), []
             elif policy == "legacy":
-                candidates, extra, legacy = self._legacy(indexes, base.hint, candidates)
+                candidates, extra, legacy = self._legacy(indexes, _within(base.hint, request.category, only),
+                                                         candidates)
             else:
                 candidates = expanded(indexes, candidates[: request.top_k], request.expand)
-                extra = _unplaced_l0_matches(indexes, base.hint, candidates, only)
+                extra = _unplaced_l0_matches(indexes, _within(base.hint, request.category, only), candidates, only)
             if not candidates and not request.section and hits:
                 closest = tuple({"document_id": h.chunk.document_id, "source_path": h.chunk.source_path,
                                  "title": h.document_title, "breadcrumb": h.chunk.breadcrumb, "anchor": h.chunk.anchor,
@@ -335,6 +336,14 @@ class LookupTool:
     def _body(indexes: Indexes, document_id: str) -> str:
         chunks = document_chunks(indexes, document_id)
         return join_chunks(tuple(chunks)) if chunks else ""
+
+
+def _within(hint: KeywordHint, category: str | None, only: frozenset[str] | None) -> KeywordHint:
+    """The hint's matches that the request's category and filters allow (pointers obey them like evidence)."""
+    if category is None and only is None:
+        return hint
+    return replace(hint, matches=tuple(m for m in hint.matches if (category is None or m.category == category)
+                                       and (only is None or m.document_id in only)))
 
 
 def _unplaced_l0_matches(indexes: Indexes, hint: KeywordHint, candidates: list[Candidate],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from typing import Any
 
@@ -99,9 +100,14 @@ def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
         )
     block = text[opening.end() : closing.start()]
     try:
-        loaded = yaml.safe_load(block)
+        loaded = yaml.load(block, Loader=_Loader)  # noqa: S506 (a SafeLoader without aliases)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, source) from exc
+    except (ValueError, KeyError, AttributeError, TypeError, OverflowError, RecursionError) as exc:
+        # PyYAML's own constructors fail so on values like 'updated: 2023-02-29' or '!!int x'
+        raise FrontmatterError(f"frontmatter has a value YAML cannot read: {type(exc).__name__}: {str(exc)[:200]}",
+                               source=source, line=2,
+                               hint="quote dates and numbers that are not valid ('updated: \"2023-02-29\"')") from None
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -117,7 +123,12 @@ def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
     elif text[body_offset : body_offset + 1] == "\n":
         body_offset += 1
     body_line = text.count("\n", 0, body_offset) + 1
-    return {str(k): _jsonable(v) for k, v in loaded.items()}, body_offset, body_line
+    try:
+        fields = {_checked_text(str(k)): _jsonable(v) for k, v in loaded.items()}
+    except (ValueError, RecursionError) as exc:
+        raise FrontmatterError(f"frontmatter {exc}" if isinstance(exc, ValueError) else "frontmatter nests too deep",
+                               source=source, line=2, hint="keep fields to text, numbers, dates and flat lists") from None
+    return fields, body_offset, body_line
 
 
 def _yaml_error(exc: yaml.YAMLError, source: str) -> FrontmatterError:
@@ -191,16 +202,45 @@ def _keywords(value: Any, source: str, line: int | None) -> tuple[str, ...]:
     return tuple(seen.values())
 
 
-def _jsonable(value: Any) -> Any:
+class _Loader(yaml.SafeLoader):
+    """SafeLoader without anchors and aliases: a 300-byte 'billion laughs' frontmatter expands to millions of
+    values, and runbook metadata never needs them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in frontmatter", mark)
+        return super().compose_node(parent, index)
+
+
+MAX_DEPTH = 20
+
+
+def _checked_text(value: str) -> str:
+    """Text the databases can store: no lone surrogates (from YAML escapes like '\\ud800'), no NUL."""
+    if "\0" in value:
+        raise ValueError("has a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("has an invalid character (a lone surrogate)") from None
+    return value
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {_checked_text(str(k)): _jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, depth + 1) for v in value]
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return value.decode("utf-8", "replace").replace("\0", "\ufffd")
+    if isinstance(value, str):
+        return _checked_text(value)
+    if isinstance(value, float) and not math.isfinite(value):  # NaN and ±Infinity are not JSON
         return None
     return value
 

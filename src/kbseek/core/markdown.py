@@ -51,13 +51,20 @@ class _Block:
     kind: str  # "text" | "code" | "table"
 
 
+MAX_HEADING_CHARS = 1000  # a longer line is text: the heading patterns backtrack quadratically on such lines
+
+
+def _atx(line: str) -> re.Match[str] | None:
+    return _ATX.match(line) if len(line) <= MAX_HEADING_CHARS else None
+
+
 def normalize_heading(raw: str) -> str:
     """Heading text as breadcrumbs and judgments use it: markup removed, whitespace collapsed.
 
     >>> normalize_heading("  **步骤2**:  查询 `system` 日志  ")
     '步骤2: 查询 system 日志'
     """
-    text = _LINK.sub(r"\1", raw)
+    text = _LINK.sub(r"\1", raw[:MAX_HEADING_CHARS])
     text = _INLINE_MARKUP.sub("", text)
     return " ".join(text.split())
 
@@ -202,7 +209,7 @@ def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
         if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
             fence, paragraph_start, fence_start = opening.group(1), None, start
             continue
-        atx = _ATX.match(content)
+        atx = _atx(content)
         if atx and atx.group(2) and normalize_heading(atx.group(2)):
             headings.append(_Heading(len(atx.group(1)), normalize_heading(atx.group(2)), start))
             paragraph_start = None
@@ -244,7 +251,7 @@ def _is_bare(text: str, section: Section) -> bool:
         return not body.strip()
     lines = body.lstrip().splitlines()  # a folded blank preamble may precede the heading
     rest = lines[1:]
-    if lines and _SETEXT.match(lines[1] if len(lines) > 1 else "") and not _ATX.match(lines[0]):
+    if lines and _SETEXT.match(lines[1] if len(lines) > 1 else "") and not _atx(lines[0]):
         rest = lines[2:]
     return not "".join(rest).strip()
 

@@ -11,6 +11,7 @@ DEFAULT_CATEGORY = "general"
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 MAX_PATH_CHARS = 512
 MAX_SEGMENT_CHARS = 200
+MAX_SEGMENT_BYTES = 240  # file systems allow 255 bytes a name; the temp file adds a prefix and suffix
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -20,8 +21,9 @@ def _check_segment(segment: str, *, what: str, raw: str) -> None:
             f"{what} {raw!r} has an empty, '.' or '..' part",
             hint="use a plain relative path such as 'api/payment-errors.md'",
         )
-    if len(segment) > MAX_SEGMENT_CHARS:
-        raise UnsafePathError(f"{what} {raw!r} has a part longer than {MAX_SEGMENT_CHARS} characters")
+    if len(segment) > MAX_SEGMENT_CHARS or len(segment.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
+        raise UnsafePathError(f"{what} {raw[:300]!r} has a part longer than {MAX_SEGMENT_CHARS} characters or "
+                              f"{MAX_SEGMENT_BYTES} bytes (a file system limit; Chinese takes 3 bytes a character)")
     for char in segment:
         if char == "\0" or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
             raise UnsafePathError(

@@ -269,6 +269,8 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
             body = await request.json()
         except ValueError:
             raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+        except RecursionError:
+            raise ApiError(400, "invalid_json", "the body nests too deep") from None
         if not isinstance(body, dict):
             raise ApiError(422, "invalid_request", "the body must be a JSON object of lookup_knowledge parameters")
         from starlette.concurrency import run_in_threadpool

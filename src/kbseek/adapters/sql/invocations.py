@@ -32,6 +32,21 @@ def _flush_open_stores() -> None:
         store.flush(timeout=5.0)
 
 
+def storable(value: Any) -> Any:
+    """What every database takes: a lone surrogate becomes '?', NUL U+FFFD (an agent can send both).
+
+    >>> storable({"query": "a\\ud800b\\x00"})
+    {'query': 'a?b�'}
+    """
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
+
+
 class InvocationStore:
     """Appends invocation rows from a background writer, so a lookup pays for a queue put, not a commit.
 
@@ -64,7 +79,7 @@ class InvocationStore:
 
     def record(self, row: dict[str, Any]) -> None:
         """Queue one row (stamped now); the writer thread starts on first use."""
-        self._queue.put({name: row.get(name) for name in COLUMNS} | {"created_at": utcnow()})
+        self._queue.put({name: storable(row.get(name)) for name in COLUMNS} | {"created_at": utcnow()})
         if self._writer is None:
             with self._lock:
                 if self._writer is None:
@@ -111,15 +126,24 @@ class InvocationStore:
 
     def _write(self, batch: list[dict[str, Any]]) -> None:
         try:
-            with self._sessions() as session, session.begin():
-                session.execute(insert(ToolInvocationRow), batch)
-        except SQLAlchemyError as exc:
-            log.warning("tool invocation not recorded (%d row(s)): %s", len(batch), exc)
-            if self._on_failure is not None:
-                self._on_failure(len(batch))
+            self._insert(batch)
+        except Exception:  # one bad row must not cost the others: write them one by one
+            failed = 0
+            for row in batch:
+                try:
+                    self._insert([row])
+                except Exception as exc:  # anything at all: this thread must outlive every row
+                    failed += 1
+                    log.warning("tool invocation not recorded: %s: %s", type(exc).__name__, str(exc)[:300])
+            if failed and self._on_failure is not None:
+                self._on_failure(failed)
         finally:
             for _ in batch:
                 self._queue.task_done()
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        with self._sessions() as session, session.begin():
+            session.execute(insert(ToolInvocationRow), rows)
 
     def list(self, *, session_id: str | None = None, since: dt.datetime | None = None, level: str | None = None,
              success: bool | None = None, limit: int = 100) -> list[dict[str, Any]]:
