@@ -103,7 +103,7 @@ def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
         loaded = yaml.load(block, Loader=_Loader)  # noqa: S506 (a SafeLoader without aliases)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, source) from exc
-    except (ValueError, KeyError, AttributeError, TypeError, OverflowError, RecursionError) as exc:
+    except (ValueError, LookupError, AttributeError, TypeError, OverflowError, RecursionError) as exc:
         # PyYAML's own constructors fail so on values like 'updated: 2023-02-29' or '!!int x'
         raise FrontmatterError(f"frontmatter has a value YAML cannot read: {type(exc).__name__}: {str(exc)[:200]}",
                                source=source, line=2,
