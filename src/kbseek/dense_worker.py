@@ -72,7 +72,8 @@ class DenseWorker:
             except Exception:  # the sync logs and keeps failures pending itself; never kill the worker
                 log.exception("dense lane: background indexing failed")
             finally:
-                with self._cond:
-                    self._inflight -= set(loaded) - {d.id for docs, _, _ in self._queue for d in docs}
+                with self._cond:  # every document of the batch is done, also one deleted before its turn
+                    submitted = {d.id for docs, _, _ in batch for d in docs}
+                    self._inflight -= submitted - {d.id for docs, _, _ in self._queue for d in docs}
                     self._busy = False
                     self._cond.notify_all()

@@ -207,7 +207,9 @@ class Indexes:
         return len(self._pending_ids())
 
     def _pending_ids(self) -> set[str]:
-        return self._dense_pending | (self._worker.pending() if self._worker is not None else set())
+        pending = self._dense_pending | (self._worker.pending() if self._worker is not None else set())
+        with self._lock.read():  # a document deleted meanwhile is no longer waiting for anything
+            return pending & set(self.documents)
 
     def vector_status(self, document_id: str) -> str:
         """``indexed``, ``pending`` (queued or being embedded; retried after a failure) or ``none`` (no dense lane)."""

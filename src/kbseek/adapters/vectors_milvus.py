@@ -6,6 +6,7 @@ Fields carry the seeds' metadata. Filters are built only from escaped string lit
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import threading
@@ -37,6 +38,12 @@ def string_literal(value: str) -> str:
     '"api\\\\" or category != \\\\"x"'
     """
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# Milvus Lite serves one data dir per process from an in-process server that pymilvus shares between clients:
+# count the stores using each, so closing one does not stop the server under another
+_LITE_USERS: collections.Counter[str] = collections.Counter()
+_LITE_LOCK = threading.Lock()
 
 
 class MilvusVectorStore:
@@ -76,6 +83,9 @@ class MilvusVectorStore:
             self._client.load_collection(self.collection)
         except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
             raise StorageError(f"Milvus at {uri} is not usable: {exc}") from exc
+        if uri.endswith(".db"):
+            with _LITE_LOCK:
+                _LITE_USERS[uri] += 1
 
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         if not records:
@@ -147,10 +157,14 @@ class MilvusVectorStore:
             self._client.close()
         except Exception as exc:  # closing must never raise on shutdown
             log.debug("closing Milvus: %s", exc)
-        if self.uri.endswith(".db"):  # Milvus Lite: stop its in-process server, which holds the data dir's lock
-            try:
-                from milvus_lite import server_manager_instance
+        if self.uri.endswith(".db"):  # Milvus Lite: the last store of a data dir stops its server (and its lock)
+            with _LITE_LOCK:
+                _LITE_USERS[self.uri] -= 1
+                last = _LITE_USERS[self.uri] <= 0
+            if last:
+                try:
+                    from milvus_lite import server_manager_instance
 
-                server_manager_instance.release_server(self.uri)
-            except Exception as exc:
-                log.debug("stopping Milvus Lite: %s", exc)
+                    server_manager_instance.release_server(self.uri)
+                except Exception as exc:
+                    log.debug("stopping Milvus Lite: %s", exc)
