@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -93,31 +94,57 @@ class QueryFirstLock:
 
 
 class QueryBatcher:
-    """Queries that arrive while the model is busy are embedded together in the next call: under 32 concurrent
-    lookups one call serves them all instead of 32 calls in a row (``docs/benchmarks.md``)."""
+    """Queries that arrive while the model is busy are embedded together in the next call.
+
+    The first waiting thread leads: it takes the model for everyone queued and hands each thread its vectors
+    through an event, so a served thread returns at once instead of queueing for the model again (which let one
+    busy thread starve the others: waits of seconds after the vector was ready)."""
 
     def __init__(self, lock: QueryFirstLock, encode: Any, dim: int, max_batch: int = 32) -> None:
         self._lock, self._encode, self._dim, self._max = lock, encode, dim, max_batch
         self._guard = threading.Lock()
-        self._pending: list[list[Any]] = []  # [texts, vectors or None]
+        self._pending: list[_Request] = []
+        self._leading = False
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        entry: list[Any] = [texts, None]
+        request = _Request(texts)
         with self._guard:
-            self._pending.append(entry)
-        with self._lock.query():
-            if entry[1] is None:  # not served by an earlier call: serve everyone waiting
-                with self._guard:
-                    batch, self._pending = self._pending[: self._max], self._pending[self._max:]
-                    if entry not in batch:
-                        batch.append(entry)
-                        self._pending.remove(entry)
-                vectors = _unit_rows(self._encode([t for e in batch for t in e[0]]), self._dim)
+            self._pending.append(request)
+            lead = not self._leading
+            self._leading = self._leading or lead
+        if lead:
+            self._serve()
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        return request.vectors
+
+    def _serve(self) -> None:
+        while True:
+            with self._guard:
+                batch, self._pending = self._pending[: self._max], self._pending[self._max:]
+                if not batch:
+                    self._leading = False
+                    return
+            try:
+                with self._lock.query():
+                    vectors = _unit_rows(self._encode([t for r in batch for t in r.texts]), self._dim)
                 start = 0
-                for e in batch:
-                    e[1] = vectors[start : start + len(e[0])]
-                    start += len(e[0])
-        return entry[1]
+                for r in batch:
+                    r.vectors, start = vectors[start : start + len(r.texts)], start + len(r.texts)
+            except BaseException as exc:  # every waiter of the batch gets the error, not a hang
+                for r in batch:
+                    r.error = exc
+            for r in batch:
+                r.done.set()
+
+
+@dataclass(slots=True)
+class _Request:
+    texts: list[str]
+    vectors: Any = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 SMALL_SLICE, BIG_SLICE = 4, 16  # texts per model call for documents, with and without lookups about
