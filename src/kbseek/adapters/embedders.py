@@ -96,9 +96,9 @@ class QueryFirstLock:
 class QueryBatcher:
     """Queries that arrive while the model is busy are embedded together in the next call.
 
-    The first waiting thread leads: it takes the model for everyone queued and hands each thread its vectors
-    through an event, so a served thread returns at once instead of queueing for the model again (which let one
-    busy thread starve the others: waits of seconds after the vector was ready)."""
+    One waiting thread leads: it takes the model for the queue (oldest first, up to ``max_batch``) and hands each
+    thread its vectors through an event. Once its own query is served it passes the lead to the oldest waiter and
+    returns, so no thread serves others for ever and no served thread queues for the model again."""
 
     def __init__(self, lock: QueryFirstLock, encode: Any, dim: int, max_batch: int = 32) -> None:
         self._lock, self._encode, self._dim, self._max = lock, encode, dim, max_batch
@@ -110,33 +110,44 @@ class QueryBatcher:
         request = _Request(texts)
         with self._guard:
             self._pending.append(request)
-            lead = not self._leading
-            self._leading = self._leading or lead
-        if lead:
-            self._serve()
-        request.done.wait()
+            if not self._leading:
+                self._leading = request.leads = True
+        while not request.done:
+            if request.leads:
+                self._serve_one_batch()
+            else:
+                request.wake.wait()
+                request.wake.clear()
+        if request.leads:
+            self._hand_over()
         if request.error is not None:
             raise request.error
         return request.vectors
 
-    def _serve(self) -> None:
-        while True:
-            with self._guard:
-                batch, self._pending = self._pending[: self._max], self._pending[self._max:]
-                if not batch:
-                    self._leading = False
-                    return
-            try:
-                with self._lock.query():
-                    vectors = _unit_rows(self._encode([t for r in batch for t in r.texts]), self._dim)
-                start = 0
-                for r in batch:
-                    r.vectors, start = vectors[start : start + len(r.texts)], start + len(r.texts)
-            except BaseException as exc:  # every waiter of the batch gets the error, not a hang
-                for r in batch:
-                    r.error = exc
+    def _serve_one_batch(self) -> None:
+        with self._guard:
+            batch, self._pending = self._pending[: self._max], self._pending[self._max:]
+        try:
+            with self._lock.query():
+                vectors = _unit_rows(self._encode([t for r in batch for t in r.texts]), self._dim)
+            start = 0
             for r in batch:
-                r.done.set()
+                r.vectors, start = vectors[start : start + len(r.texts)], start + len(r.texts)
+        except BaseException as exc:  # every waiter of the batch gets the error, not a hang
+            for r in batch:
+                r.error = exc
+        for r in batch:
+            r.done = True
+            r.wake.set()
+
+    def _hand_over(self) -> None:
+        with self._guard:
+            if self._pending:
+                successor = self._pending[0]
+                successor.leads = True
+                successor.wake.set()
+            else:
+                self._leading = False
 
 
 @dataclass(slots=True)
@@ -144,7 +155,9 @@ class _Request:
     texts: list[str]
     vectors: Any = None
     error: BaseException | None = None
-    done: threading.Event = field(default_factory=threading.Event)
+    done: bool = False
+    leads: bool = False
+    wake: threading.Event = field(default_factory=threading.Event)
 
 
 SMALL_SLICE, BIG_SLICE = 4, 16  # texts per model call for documents, with and without lookups about
