@@ -17,7 +17,8 @@ What it does:
 3. per concurrency level, runs N closed-loop clients (the next request leaves as soon as the previous answer
    arrives; asyncio + one ``httpx.AsyncClient``, 30 s timeout) for a warm-up, then for ``--seconds``; requests
    *issued* in the measured window count, and the window ends when the last of them has answered;
-4. reports per level: requests, errors (non-200 or exception, first messages shown), lookups/s, p50/p95/p99/max
+4. prints the machine (CPUs, Python, kernel) and reports per level: requests (and per client: is service
+   fair?), errors (non-200 or exception, first messages shown), lookups/s, p50/p95/p99/max
    latency, the server's own ``timings_ms`` (whole lookup, and its query embedding, which includes the wait for
    the embedder's lock), the server process's CPU time (``/proc/<pid>/stat`` utime+stime, all threads), this
    client's CPU time, and the CPU every other process used meanwhile (``/proc/stat``; a warning is printed when
@@ -63,6 +64,7 @@ class Level:
     server_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
     other_cpu_s: float = 0.0  # every other process on the machine: another load spoils the figures
+    per_client: list[int] = field(default_factory=list)  # measured requests of each client: is service fair?
     server_lookup_ms: list[float] = field(default_factory=list)  # the server's own timings_ms.total
     server_embed_ms: list[float] = field(default_factory=list)  # timings_ms.dense_embed (lock wait included)
 
@@ -123,7 +125,7 @@ def wait_ready(base: str, server: subprocess.Popen, log_path: Path, timeout: flo
 
 async def run_level(base: str, server_pid: int, queries: list[str], clients: int, *, seconds: float,
                     warmup: float, session_fraction: float, timeout: float) -> Level:
-    level = Level(clients)
+    level = Level(clients, per_client=[0] * clients)
     loop = asyncio.get_running_loop()
     start = loop.time()
     measure_from = start + warmup
@@ -160,6 +162,7 @@ async def run_level(base: str, server_pid: int, queries: list[str], clients: int
                 error = f"{type(exc).__name__}: {exc}"[:300]
             if not counted:
                 continue
+            level.per_client[index] += 1
             if error:
                 level.errors.append(f"{elapsed:.0f} ms, {error}")
             else:
@@ -185,16 +188,17 @@ async def run_level(base: str, server_pid: int, queries: list[str], clients: int
 
 
 def table(levels: list[Level]) -> str:
-    lines = ["| clients | requests | errors | lookups/s | p50 ms | p95 ms | p99 ms | max ms "
+    lines = ["| clients | requests | per client (min-max) | errors | lookups/s | p50 ms | p95 ms | p99 ms | max ms "
              "| in-server lookup p50 ms | of which embedding p50 ms | server CPU s (cores busy) "
              "| server CPU ms/lookup | client CPU s | other processes CPU s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lv in levels:
         ok = lv.latencies_ms or [float("nan")]
         inner = f"{percentile(lv.server_lookup_ms, 50):.1f}" if lv.server_lookup_ms else "-"
         embed = f"{percentile(lv.server_embed_ms, 50):.1f}" if lv.server_embed_ms else "-"
         lines.append(
-            f"| {lv.clients} | {lv.requests} | {len(lv.errors)} | {len(lv.latencies_ms) / lv.window_s:.1f} "
+            f"| {lv.clients} | {lv.requests} | {min(lv.per_client)}-{max(lv.per_client)} | {len(lv.errors)} "
+            f"| {len(lv.latencies_ms) / lv.window_s:.1f} "
             f"| {percentile(ok, 50):.1f} | {percentile(ok, 95):.1f} | {percentile(ok, 99):.1f} | {max(ok):.1f} "
             f"| {inner} | {embed} | {lv.server_cpu_s:.1f} ({lv.server_cpu_s / lv.window_s:.2f}) "
             f"| {1000 * lv.server_cpu_s / max(1, lv.requests):.1f} | {lv.client_cpu_s:.1f} | {lv.other_cpu_s:.1f} |")
@@ -252,7 +256,8 @@ def main() -> int:
             ok = level.latencies_ms or [float("nan")]
             print(f"  {clients:>3} clients: {level.requests} requests ({level.with_session} with a session), "
                   f"{len(level.errors)} errors, {len(level.latencies_ms) / level.window_s:.1f}/s, "
-                  f"p50 {percentile(ok, 50):.0f} ms, p99 {percentile(ok, 99):.0f} ms", flush=True)
+                  f"p50 {percentile(ok, 50):.0f} ms, p99 {percentile(ok, 99):.0f} ms; requests per client "
+                  f"{min(level.per_client)}-{max(level.per_client)}", flush=True)
             if level.other_cpu_s > 0.1 * level.window_s * len(os.sched_getaffinity(0)):
                 print(f"      WARNING: other processes used {level.other_cpu_s:.1f} CPU s in this level's "
                       f"{level.window_s:.1f} s: the machine was not quiet, the figures are low")
@@ -261,9 +266,12 @@ def main() -> int:
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)
+            stopping = time.monotonic()
             try:
                 code = server.wait(timeout=30)
-                print(f"server stopped (exit {code})")
+                how = ("SIGTERM re-raised by uvicorn after its graceful shutdown" if code == -signal.SIGTERM
+                       else f"exit {code}")
+                print(f"server stopped in {time.monotonic() - stopping:.1f} s ({how})")
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
