@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.repository import SqlRepository
@@ -245,6 +245,42 @@ def test_processes_with_their_own_homes_on_one_postgresql_write_in_turn(tmp_path
         storm.run(service_work([a, b], storm))
         assert not storm.bad, f"{len(storm.bad)} bad outcomes ({storm.summary}); first: {storm.bad[:3]}"
         assert not rows_inconsistent(a.repository), rows_inconsistent(a.repository)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_token_cache_write_and_a_document_write_never_overlap(kb):
+    """Deleting a document's chunks deletes their cached tokens; a cache write that holds tokens and then checks
+    chunks deadlocked with it (PostgreSQL 'deadlock detected', a 503, with two servers). The cache write holds
+    the cache alone: a document write started meanwhile waits for it."""
+    assert kb.upload(body(1, 1), "one.md", category="race").status == "added"
+    inside, go, replaced = threading.Event(), threading.Event(), threading.Event()
+
+    def cache_write() -> None:
+        with kb.repository._write():  # the transaction save_tokens writes in, held open
+            inside.set()
+            assert go.wait(timeout=60)
+
+    writer = threading.Thread(target=cache_write)
+    writer.start()
+    assert inside.wait(timeout=60)
+    results: dict[str, object] = {}
+    replacer = threading.Thread(target=lambda: (results.update(report=kb.replace("race/one.md", body(2, 2))),
+                                                replaced.set()))
+    replacer.start()
+    while not replaced.wait(timeout=0.01) and not _waiting_on_advisory_lock(kb):
+        pass  # until the replace is done (it did not wait) or waits for the cache write
+    overlapped = replaced.is_set()
+    go.set()
+    writer.join(timeout=60)
+    replacer.join(timeout=60)
+    assert not overlapped, "a document write ran inside a token-cache write"
+    assert results["report"].status == "updated"
+
+
+def _waiting_on_advisory_lock(kb: KnowledgeBase) -> bool:
+    with kb.repository.engine.connect() as conn:
+        return bool(conn.scalar(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")))
 
 
 def test_storage_errors_name_the_document_not_sql_or_server_paths(tmp_path):

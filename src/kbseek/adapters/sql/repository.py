@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
 from kbseek.adapters.sql.tables import (
@@ -51,18 +51,24 @@ class SqlRepository:
 
     @contextlib.contextmanager
     def _write(self, path: str | None = None) -> Iterator[Session]:
-        """A write transaction whose first read already sees the latest commit, holding ``path`` until it ends.
+        """A write transaction whose first read already sees the latest commit: of the document at ``path``,
+        or (``path`` None) of the token cache.
 
-        PostgreSQL (read committed): a transaction-scoped advisory lock keyed by the path, so writes of one path
-        from any process take turns and each one's reads see the previous one's rows (a row lock alone cannot
-        hold a path that has no row yet, and lets a delete miss the chunks of an update committed meanwhile).
-        SQLite: the database's write lock taken at ``BEGIN IMMEDIATE`` instead of at the first change, so the
-        read that decides insert-or-update is not from before another connection's commit.
+        PostgreSQL (read committed): transaction-scoped advisory locks. A document write holds its path, so
+        writes of one path from any process take turns and each one's reads see the previous one's rows (a row
+        lock alone cannot hold a path that has no row yet, and lets a delete miss the chunks of an update
+        committed meanwhile). It also holds the token cache shared, and a token-cache write holds it alone:
+        deleting chunks deletes their cached tokens, and a cache write that locked tokens first and chunks
+        second would deadlock with it. SQLite: the database's write lock taken at ``BEGIN IMMEDIATE`` instead
+        of at the first change, so the read that decides insert-or-update is not from before another commit.
         """
         with self._session() as session, session.begin():
             connection = session.connection()
             if connection.dialect.name == "postgresql":
-                if path is not None:
+                if path is None:
+                    session.execute(select(func.pg_advisory_xact_lock(TOKEN_CACHE_KEY)))
+                else:
+                    session.execute(select(func.pg_advisory_xact_lock_shared(TOKEN_CACHE_KEY)))
                     session.execute(select(func.pg_advisory_xact_lock(_lock_key(path))))
             elif connection.dialect.name == "sqlite" and not connection.connection.dbapi_connection.in_transaction:
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
@@ -171,28 +177,22 @@ class SqlRepository:
         """Upsert ``(chunk id, analyser version, tokens)``; a chunk deleted meanwhile is skipped."""
         if not rows:
             return
-        for attempt in (1, 2):
-            try:
-                with self._write() as session:
-                    live: set[str] = set()
-                    for batch in _batches([r[0] for r in rows]):
-                        live.update(session.scalars(select(ChunkRow.id).where(ChunkRow.id.in_(batch))))
-                        session.execute(delete(ChunkTokensRow).where(ChunkTokensRow.chunk_id.in_(batch)))
-                    values = [{"chunk_id": cid, "analyzer_version": version, "tokens": TOKEN_SEPARATOR.join(tokens)}
-                              for cid, version, tokens in rows if cid in live]
-                    if values:  # another process may have cached the same chunk meanwhile: same tokens
-                        session.execute(_insert(session, ChunkTokensRow).on_conflict_do_nothing(), values)
-                return
-            except IntegrityError as exc:  # PostgreSQL: a chunk found live was deleted by a commit since; look again
-                if attempt == 2:
-                    log.info("token cache not written (its chunks keep changing): %s", _reason(exc))
-            except SQLAlchemyError as exc:  # a cache: losing a write costs re-analysis, nothing else
-                log.warning("token cache not written: %s", _reason(exc))
-                return
+        try:
+            with self._write() as session:  # no document write runs meanwhile (see _write)
+                live: set[str] = set()
+                for batch in _batches([r[0] for r in rows]):
+                    live.update(session.scalars(select(ChunkRow.id).where(ChunkRow.id.in_(batch))))
+                    session.execute(delete(ChunkTokensRow).where(ChunkTokensRow.chunk_id.in_(batch)))
+                values = [{"chunk_id": cid, "analyzer_version": version, "tokens": TOKEN_SEPARATOR.join(tokens)}
+                          for cid, version, tokens in rows if cid in live]
+                if values:
+                    session.execute(insert(ChunkTokensRow), values)
+        except SQLAlchemyError as exc:  # a cache: losing a write costs re-analysis, nothing else
+            log.warning("token cache not written: %s", _reason(exc))
 
     def retag_tokens(self, old_version: str, new_version: str) -> None:
         """Mark tokens still valid under a new analyser version (the dictionary change missed them)."""
-        with self._session() as session, session.begin():
+        with self._write() as session:
             session.execute(update(ChunkTokensRow).where(ChunkTokensRow.analyzer_version == old_version)
                             .values(analyzer_version=new_version))
 
@@ -302,9 +302,12 @@ class SqlRepository:
             raise _storage_error(f"could not delete {path}", exc) from exc
 
 
-def _lock_key(path: str) -> int:
+def _lock_key(name: str, kind: bytes = b"kbseek-document") -> int:
     """The advisory-lock key of a document path: a signed 64-bit number, the same in every process."""
-    return int.from_bytes(hashlib.sha256(b"kbseek-document\0" + path.encode("utf-8")).digest()[:8], "big", signed=True)
+    return int.from_bytes(hashlib.sha256(kind + b"\0" + name.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+TOKEN_CACHE_KEY = _lock_key("chunk_tokens", b"kbseek-cache")
 
 
 def _reason(exc: SQLAlchemyError) -> str:
