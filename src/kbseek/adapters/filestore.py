@@ -18,7 +18,19 @@ log = logging.getLogger("kbseek")
 
 
 class FileStore:
-    """A folder of Markdown originals; every write is temp file + fsync + rename."""
+    """A folder of Markdown originals; every write is temp file + fsync + rename.
+
+    Callers hold the path while they write or delete it (``KnowledgeBase.writes``); folders are made and
+    pruned here, safely beside writes of other paths in the same folder.
+
+    >>> import tempfile
+    >>> store = FileStore(Path(tempfile.mkdtemp()), fsync=False)
+    >>> store.write("ops/a.md", "# 超时".encode())
+    >>> store.read("ops/a.md").decode()
+    '# 超时'
+    >>> store.delete("ops/a.md"), list(store.paths())
+    (True, [])
+    """
 
     def __init__(self, root: Path, *, fsync: bool = True) -> None:
         self.root = root
@@ -73,6 +85,10 @@ class FileStore:
             return self._resolve(path).read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            log.warning("could not read the original of %s: %s", path, exc)
+            raise StorageError(f"could not read the original of {path}: {exc.strerror or type(exc).__name__}",
+                               hint="the server log names the folder") from exc
 
     def delete(self, path: str) -> bool:
         target = self._resolve(path)
