@@ -77,7 +77,8 @@ class Tally:
                 self.bad.append(f"{op} -> {status} shows internals: {answer[:300]}")
 
 
-def client(c: int, base: str, tally: Tally, barrier: threading.Barrier, requests: int | None, until: list[float]) -> None:
+def client(c: int, base: str, tally: Tally, barrier: threading.Barrier, requests: int | None,
+           until: list[float]) -> None:
     rng = random.Random(c)
     with httpx.Client(base_url=base, timeout=120) as http:
         barrier.wait()

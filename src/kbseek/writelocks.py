@@ -2,8 +2,9 @@
 
 A write of a document holds the home *shared* and its path *exclusively* from reading the previous original,
 through writing the new one and committing its rows, to putting the old original back if the commit failed. A
-repair (start-up repair, ``doctor --fix``, ``reindex``) holds the home *exclusively*: it never sees a write half
-done (an original ahead of its row, a temp file still being written), so it never takes one for drift.
+repair (start-up repair, ``doctor``, ``reindex``; a dry run too) holds the home *exclusively*: it never sees a
+write half done (an original ahead of its row, a temp file still being written), so it neither takes one for
+drift nor counts one as drift.
 
 Two layers, so both the threads of one process and several processes on one home are kept apart:
 
@@ -12,6 +13,8 @@ Two layers, so both the threads of one process and several processes on one home
 - across processes, ``flock`` on files in ``<home>/locks/``: ``writes.lock`` (shared by writers, exclusive for a
   repair) and, per path, one of 64 ``path-NN.lock`` chosen by the path's hash (two paths may share one and then
   take turns, which costs little). The kernel releases them when a process dies, so a crash leaves no lock.
+  ``flock`` cannot wait with a timeout and keeps no queue: a waiter polls, and a repair takes the first moment
+  when no other process is writing.
 
 Processes with separate homes on one PostgreSQL share no files; the database's own per-path lock (in
 ``SqlRepository``) keeps their rows whole. Waiting is bounded: after ``timeout`` seconds ``WriteConflictError``
