@@ -283,6 +283,59 @@ def _waiting_on_advisory_lock(kb: KnowledgeBase) -> bool:
         return bool(conn.scalar(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")))
 
 
+def test_a_write_that_waits_too_long_answers_409_and_changes_nothing(api, kb, monkeypatch):
+    monkeypatch.setattr("kbseek.writelocks.WRITE_WAIT_S", 0.0)
+    assert kb.upload(body(1, 1), "one.md", category="race").status == "added"
+    with kb.writes.writing("race/one.md"):  # held here: the request's own thread cannot have it
+        put = api.put("/api/documents/race/one.md", files={"file": ("x.md", body(2, 2))})
+        gone = api.delete("/api/documents/race/one.md")
+    assert put.status_code == 409 and put.json()["error"]["code"] == "conflict", put.text
+    assert "race/one.md" in put.json()["error"]["message"]
+    assert gone.status_code == 409, gone.text
+    assert kb.files.read("race/one.md") == body(1, 1) and not drift(kb)
+
+
+def test_write_locks_across_two_holders_of_one_home(tmp_path):
+    """Two ``WriteLocks`` on one folder are two processes to each other (``flock`` on separate open files)."""
+    from kbseek.errors import WriteConflictError
+    from kbseek.writelocks import WriteLocks, _bucket
+
+    first, second = WriteLocks(tmp_path / "locks"), WriteLocks(tmp_path / "locks")
+    other = next(p for p in (f"race/{n}.md" for n in range(100)) if _bucket(p) != _bucket("race/one.md"))
+    with first.writing("race/one.md"):
+        with pytest.raises(WriteConflictError, match="race/one.md"):
+            with second.writing("race/one.md", timeout=0):
+                pass
+        with second.writing(other, timeout=0):  # another path writes beside it
+            pass
+        with pytest.raises(WriteConflictError):
+            with second.repairing(timeout=0):  # a repair elsewhere waits for the write
+                pass
+        refused: list[Exception] = []
+
+        def repair_here() -> None:  # and so does one in the same process (another thread)
+            try:
+                with first.repairing(timeout=0):
+                    pass
+            except WriteConflictError as exc:
+                refused.append(exc)
+
+        repairer = threading.Thread(target=repair_here)
+        repairer.start()
+        repairer.join()
+        assert len(refused) == 1
+        assert first.exclusive_waiting == 0  # a repair that gave up holds nothing back
+        with pytest.raises(RuntimeError):  # a write cannot start a repair: it would wait for itself
+            with first.repairing(timeout=0):
+                pass
+    with second.repairing(timeout=0):
+        with pytest.raises(WriteConflictError):
+            with first.writing("race/one.md", timeout=0):
+                pass
+    with first.writing("race/one.md", timeout=0):
+        pass
+
+
 def test_storage_errors_name_the_document_not_sql_or_server_paths(tmp_path):
     """What a caller sees of a failed write says what failed; the SQL and the server's folders go to the log."""
     doc = parse_document(body(1, 1), path="race/one.md", config=ChunkingConfig(), source="one.md")

@@ -70,16 +70,19 @@ class WriteLocks:
         self._local = threading.local()
 
     @contextlib.contextmanager
-    def writing(self, path: str, *, timeout: float = WRITE_WAIT_S) -> Iterator[None]:
-        """Hold the home shared and ``path`` exclusively (a repair in this thread may write too)."""
-        deadline = time.monotonic() + timeout
+    def writing(self, path: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the home shared and ``path`` exclusively (a repair in this thread may write too); wait at most
+        ``timeout`` seconds (default ``WRITE_WAIT_S``)."""
+        deadline = time.monotonic() + (WRITE_WAIT_S if timeout is None else timeout)
         what = f"another write to {path} or a repair is still running"
         with self._shared(deadline, what), self._path(path, deadline, what):
             yield
 
     @contextlib.contextmanager
-    def repairing(self, *, timeout: float = REPAIR_WAIT_S) -> Iterator[None]:
-        """Hold the home exclusively: no write runs in this process or another one on the same home."""
+    def repairing(self, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the home exclusively: no write runs in this process or another one on the same home; wait at
+        most ``timeout`` seconds (default ``REPAIR_WAIT_S``)."""
+        timeout = REPAIR_WAIT_S if timeout is None else timeout
         me = threading.get_ident()
         if getattr(self._local, "shared", 0):
             raise RuntimeError("a write cannot start a repair (it would wait for itself)")
