@@ -81,3 +81,9 @@ class StorageFullError(StorageError):
     """The disk under the data home is full: the write was refused whole."""
 
     code = "storage_full"
+
+
+class WriteConflictError(KbseekError):
+    """Another write to the same document, or a repair, held it for too long: nothing was changed; retry."""
+
+    code = "conflict"

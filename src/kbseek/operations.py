@@ -133,17 +133,21 @@ def restore(archive: Path, settings: Settings, *, force: bool = False) -> dict[s
 
 def reindex(kb: KnowledgeBase) -> dict[str, Any]:
     """Rebuild what is derived from the database: originals, in-memory indexes, and every vector (from the
-    embedding cache; only texts never embedded are embedded)."""
+    embedding cache; only texts never embedded are embedded).
+
+    It holds the home alone (``kb.writes.repairing()``) throughout: writes wait for it, and it waits for the
+    writes in flight, so no upload's original is taken for an orphan and no new document's vectors for stale ones."""
     started = time.perf_counter()
-    repaired = kb.repair()
-    kb.indexes.refresh(force=True)
-    documents = kb.repository.load()
-    vectors = 0
-    dense = kb.indexes.dense
-    if dense is not None:
-        expected = {c.id for d in documents for c in d.chunks}
-        expected |= {DOCUMENT_PREFIX + d.id for d in documents if dense.summaries and has_summary_vector(d)}
-        dense.sync(documents, sorted(dense.store.ids() - expected), first=False)
-        vectors = len(dense.store.ids())
+    with kb.writes.repairing():
+        repaired = kb.repair()
+        kb.indexes.refresh(force=True)
+        documents = kb.repository.load()
+        vectors = 0
+        dense = kb.indexes.dense
+        if dense is not None:
+            expected = {c.id for d in documents for c in d.chunks}
+            expected |= {DOCUMENT_PREFIX + d.id for d in documents if dense.summaries and has_summary_vector(d)}
+            dense.sync(documents, sorted(dense.store.ids() - expected), first=False)
+            vectors = len(dense.store.ids())
     return {"repaired": repaired, "documents": len(documents), "chunks": len(kb.indexes.chunks), "vectors": vectors,
             "index_version": kb.indexes.index_version, "duration_ms": round((time.perf_counter() - started) * 1000, 1)}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
@@ -28,18 +29,30 @@ from kbseek.core.relevance import Thresholds, thresholds_for
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.dense import open_dense
-from kbseek.errors import KbseekError, NotFoundError
+from kbseek.errors import KbseekError, NotFoundError, StorageError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
 from kbseek.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings
 from kbseek.telemetry import Telemetry
+from kbseek.writelocks import WriteLocks
 
 if TYPE_CHECKING:
     from kbseek.tool import LookupRequest, LookupResponse
 
 log = logging.getLogger("kbseek")
 ProgressCallback = Callable[[FileReport, int, int], None]
+T = TypeVar("T")
+
+
+def _alone(method: Callable[..., T]) -> Callable[..., T]:
+    """Run a ``KnowledgeBase`` method holding the home exclusively (``WriteLocks.repairing``): no write of
+    this process or another one on the home is half done while it runs, and none starts."""
+    @functools.wraps(method)
+    def alone(self: "KnowledgeBase", *args: Any, **kwargs: Any) -> T:
+        with self.writes.repairing():
+            return method(self, *args, **kwargs)
+    return alone
 
 
 class KnowledgeBase:
@@ -57,6 +70,7 @@ class KnowledgeBase:
         self.settings = settings
         self.repository = repository
         self.files = files
+        self.writes = WriteLocks(settings.home / "locks")  # writes of one path take turns; a repair runs alone
         self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository))
         self.sessions = SessionStore(repository.engine)
         self.telemetry = Telemetry()
@@ -199,13 +213,17 @@ class KnowledgeBase:
             return report
 
     def replace(self, path: str, data: bytes) -> FileReport:
-        """New content for the stored document at ``path`` (the API's PUT); its path and category stay."""
+        """New content for the stored document at ``path`` (the API's PUT); its path and category stay.
+
+        A document deleted meanwhile stays deleted: ``NotFoundError``, decided in the write's own transaction."""
         with request_scope():
             if self.repository.get(path) is None:
-                raise NotFoundError(f"no document with path {path!r}", hint="upload it first")
+                raise _no_document(path)
             report = FileReport(source=path, status="failed", path=path)
             try:
-                self._store(data, path, None, None, report, source=path)
+                self._store(data, path, None, None, report, source=path, must_exist=True)
+            except NotFoundError:
+                raise
             except KbseekError as exc:
                 report.reason, report.error_code = str(exc), exc.code
                 log.warning("replace failed: %s", exc)
@@ -214,11 +232,15 @@ class KnowledgeBase:
             return report
 
     def delete(self, path: str) -> None:
-        """Remove a document: its rows, then its stored original."""
+        """Remove a document: its rows, then its stored original (both while holding the path)."""
         with request_scope():
-            if not self.repository.delete(path, audit=self._audit_fields()):
-                raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
-            self.files.delete(path)
+            with self.writes.writing(path):
+                if not self.repository.delete(path, audit=self._audit_fields()):
+                    raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
+                try:
+                    self.files.delete(path)
+                except StorageError as exc:  # the document is gone; the next repair moves the file aside
+                    log.warning("document deleted, its original stays until the next repair: %s", exc)
             self.telemetry.observe_write("deleted")
             self.indexes.refresh()
             log.info("document deleted: path=%s", path)
@@ -262,7 +284,8 @@ class KnowledgeBase:
         return upload_path(file_name, category or DEFAULT_CATEGORY)
 
     def _store(
-        self, data: bytes, path: str, category: str | None, origin: str | None, report: FileReport, *, source: str
+        self, data: bytes, path: str, category: str | None, origin: str | None, report: FileReport, *, source: str,
+        must_exist: bool = False,
     ) -> None:
         timings: dict[str, float] = {}
         doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
@@ -270,18 +293,23 @@ class KnowledgeBase:
         parse_ms = timings["parse_ms"] + timings["chunk_ms"]
         # The original goes first (atomically), then the database commits: a full disk refuses the write before
         # anything is stored, and a failed commit puts the previous original back. A crash between the two
-        # leaves an original ahead of the database, which start-up repair rewrites from the database.
-        previous = self.files.read(path)
-        if previous != data:
-            self.files.write(path, data)
-        try:
-            report.status = self.repository.save(doc, origin=origin, audit=self._audit_fields(len(data), parse_ms))
-        except BaseException:
-            if previous is None:
-                self.files.delete(path)
-            elif previous != data:
-                self.files.write(path, previous)
-            raise
+        # leaves an original ahead of the database, which start-up repair rewrites from the database. All of
+        # it holds the path, so another write of it (or a repair) never runs in between.
+        with self.writes.writing(path):
+            previous = self.files.read(path)
+            if previous != data:
+                self.files.write(path, data)
+            try:
+                report.status = self.repository.save(doc, origin=origin, must_exist=must_exist,
+                                                     audit=self._audit_fields(len(data), parse_ms))
+                if report.status == "missing":
+                    raise _no_document(path)
+            except BaseException:
+                if previous is None:
+                    self.files.delete(path)
+                elif previous != data:
+                    self.files.write(path, previous)
+                raise
         if report.status != "unchanged":
             self.telemetry.observe_write(report.status, parse_ms)
         timings["store_ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -409,6 +437,7 @@ class KnowledgeBase:
 
     # -- repair --------------------------------------------------------------------------
 
+    @_alone
     def repair(self, *, dry_run: bool = False) -> dict[str, int]:
         """Make the file store match the database (the system of record) after a crash.
 
@@ -438,6 +467,10 @@ class KnowledgeBase:
                     moved = self.files.move_out(path, self.settings.orphan_dir)
                     log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
+
+
+def _no_document(path: str) -> NotFoundError:
+    return NotFoundError(f"no document with path {path!r}", hint="upload it first")
 
 
 def _size(file: Path) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,10 +13,24 @@ from kbseek.core.paths import safe_document_path
 from kbseek.errors import StorageError, StorageFullError, UnsafePathError
 
 TEMP_SUFFIX = ".kbseek-tmp"
+FOLDER_ATTEMPTS = 5
+log = logging.getLogger("kbseek")
 
 
 class FileStore:
-    """A folder of Markdown originals; every write is temp file + fsync + rename."""
+    """A folder of Markdown originals; every write is temp file + fsync + rename.
+
+    Callers hold the path while they write or delete it (``KnowledgeBase.writes``); folders are made and
+    pruned here, safely beside writes of other paths in the same folder.
+
+    >>> import tempfile
+    >>> store = FileStore(Path(tempfile.mkdtemp()), fsync=False)
+    >>> store.write("ops/a.md", "# 超时".encode())
+    >>> store.read("ops/a.md").decode()
+    '# 超时'
+    >>> store.delete("ops/a.md"), list(store.paths())
+    (True, [])
+    """
 
     def __init__(self, root: Path, *, fsync: bool = True) -> None:
         self.root = root
@@ -29,10 +44,10 @@ class FileStore:
         return target
 
     def write(self, path: str, data: bytes) -> None:
+        """Write ``path`` whole or not at all; a failure says which document, never which server folder."""
         target = self._resolve(path)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=TEMP_SUFFIX)
+            fd, temp = self._temp_beside(target)
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
@@ -47,13 +62,33 @@ class FileStore:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StorageFullError(f"could not write the original of {path}: the disk is full ({exc.strerror})",
                                        hint="free space in the data home; nothing was stored") from exc
-            raise StorageError(f"could not write the original of {path}: {exc}") from exc
+            log.warning("could not write the original of %s: %s", path, exc)
+            raise StorageError(f"could not write the original of {path}: {exc.strerror or type(exc).__name__}",
+                               hint="the server log names the folder; nothing was stored") from exc
+
+    @staticmethod
+    def _temp_beside(target: Path) -> tuple[int, str]:
+        """A new temp file in ``target``'s folder, made if missing. Deleting the last document of a folder
+        removes the folder; when that happens between making it and creating the temp file (another path in
+        the same folder), it is made again. Once the temp file is in, the folder is not empty and stays."""
+        for attempt in range(FOLDER_ATTEMPTS):
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                return tempfile.mkstemp(dir=target.parent, prefix=".", suffix=TEMP_SUFFIX)
+            except (FileNotFoundError, FileExistsError):
+                if attempt == FOLDER_ATTEMPTS - 1 or (target.parent.exists() and not target.parent.is_dir()):
+                    raise
+        raise AssertionError("unreachable")
 
     def read(self, path: str) -> bytes | None:
         try:
             return self._resolve(path).read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            log.warning("could not read the original of %s: %s", path, exc)
+            raise StorageError(f"could not read the original of {path}: {exc.strerror or type(exc).__name__}",
+                               hint="the server log names the folder") from exc
 
     def delete(self, path: str) -> bool:
         target = self._resolve(path)
@@ -61,6 +96,10 @@ class FileStore:
             target.unlink()
         except FileNotFoundError:
             return False
+        except OSError as exc:
+            log.warning("could not delete the original of %s: %s", path, exc)
+            raise StorageError(f"could not delete the original of {path}: {exc.strerror or type(exc).__name__}",
+                               hint="the server log names the folder") from exc
         self._prune_empty_parents(target.parent)
         return True
 

@@ -23,7 +23,7 @@ from kbseek.settings import Settings
 # stable error code -> HTTP status
 STATUS = {"not_found": 404, "unsafe_path": 400, "too_large": 413, "invalid_request": 422, "invalid_query": 422,
           "document_error": 422, "frontmatter_error": 422, "invalid_option": 422, "config_error": 500,
-          "storage_error": 503, "storage_full": 507, "embedding_error": 503}
+          "storage_error": 503, "storage_full": 507, "conflict": 409, "embedding_error": 503}
 
 
 class ApiError(Exception):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
@@ -45,6 +48,31 @@ class SqlRepository:
 
     def _session(self) -> Session:
         return self._sessions()
+
+    @contextlib.contextmanager
+    def _write(self, path: str | None = None) -> Iterator[Session]:
+        """A write transaction whose first read already sees the latest commit: of the document at ``path``,
+        or (``path`` None) of the token cache.
+
+        PostgreSQL (read committed): transaction-scoped advisory locks. A document write holds its path, so
+        writes of one path from any process take turns and each one's reads see the previous one's rows (a row
+        lock alone cannot hold a path that has no row yet, and lets a delete miss the chunks of an update
+        committed meanwhile). It also holds the token cache shared, and a token-cache write holds it alone:
+        deleting chunks deletes their cached tokens, and a cache write that locked tokens first and chunks
+        second would deadlock with it. SQLite: the database's write lock taken at ``BEGIN IMMEDIATE`` instead
+        of at the first change, so the read that decides insert-or-update is not from before another commit.
+        """
+        with self._session() as session, session.begin():
+            connection = session.connection()
+            if connection.dialect.name == "postgresql":
+                if path is None:
+                    session.execute(select(func.pg_advisory_xact_lock(TOKEN_CACHE_KEY)))
+                else:
+                    session.execute(select(func.pg_advisory_xact_lock_shared(TOKEN_CACHE_KEY)))
+                    session.execute(select(func.pg_advisory_xact_lock(_lock_key(path))))
+            elif connection.dialect.name == "sqlite" and not connection.connection.dbapi_connection.in_transaction:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            yield session
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -150,7 +178,7 @@ class SqlRepository:
         if not rows:
             return
         try:
-            with self._session() as session, session.begin():
+            with self._write() as session:  # no document write runs meanwhile (see _write)
                 live: set[str] = set()
                 for batch in _batches([r[0] for r in rows]):
                     live.update(session.scalars(select(ChunkRow.id).where(ChunkRow.id.in_(batch))))
@@ -160,11 +188,11 @@ class SqlRepository:
                 if values:
                     session.execute(insert(ChunkTokensRow), values)
         except SQLAlchemyError as exc:  # a cache: losing a write costs re-analysis, nothing else
-            log.warning("token cache not written: %s", exc)
+            log.warning("token cache not written: %s", _reason(exc))
 
     def retag_tokens(self, old_version: str, new_version: str) -> None:
         """Mark tokens still valid under a new analyser version (the dictionary change missed them)."""
-        with self._session() as session, session.begin():
+        with self._write() as session:
             session.execute(update(ChunkTokensRow).where(ChunkTokensRow.analyzer_version == old_version)
                             .values(analyzer_version=new_version))
 
@@ -186,10 +214,11 @@ class SqlRepository:
                 for batch in _batches(list(rows)):
                     session.execute(delete(EmbeddingRow).where(
                         EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)))
-                    session.execute(insert(EmbeddingRow), [
+                    # another process may have cached the same text meanwhile: its vector is the same one
+                    session.execute(_insert(session, EmbeddingRow).on_conflict_do_nothing(), [
                         {"model_id": model_id, "text_hash": h, "dim": dim, "vector": rows[h]} for h in batch])
         except SQLAlchemyError as exc:  # a cache: losing a write costs re-embedding, nothing else
-            log.warning("embedding cache not written: %s", exc)
+            log.warning("embedding cache not written: %s", _reason(exc))
 
     def meta(self, key: str) -> str | None:
         with self._session() as session:
@@ -208,19 +237,24 @@ class SqlRepository:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def save(self, doc: ParsedDocument, *, origin: str | None, audit: dict[str, Any] | None = None) -> str:
+    def save(self, doc: ParsedDocument, *, origin: str | None, audit: dict[str, Any] | None = None,
+             must_exist: bool = False) -> str:
         """Insert or replace ``doc`` and its chunks in one transaction, with its write-audit row when given.
 
         Returns ``"added"``, ``"updated"`` or ``"unchanged"`` (same path, same content hash;
-        only a changed origin is written then, and no audit row).
+        only a changed origin is written then, and no audit row). With ``must_exist`` (a replace) a path
+        without a document changes nothing and returns ``"missing"``, decided inside the same transaction.
+        Writes of one path from any thread or process take turns (see ``_write``).
         """
         try:
-            with self._session() as session, session.begin():
+            with self._write(doc.path) as session:
                 existing = session.execute(
                     select(DocumentRow.id, DocumentRow.content_hash, DocumentRow.created_at)
                     .where(DocumentRow.path == doc.path)
                     .with_for_update()
                 ).first()
+                if existing is None and must_exist:
+                    return "missing"
                 if existing is not None and existing.content_hash == doc.content_hash:
                     if origin is not None:
                         session.execute(
@@ -246,12 +280,12 @@ class SqlRepository:
                         old_hash=existing.content_hash if existing is not None else None, new_hash=doc.content_hash))
                 return status
         except SQLAlchemyError as exc:
-            raise StorageError(f"could not store {doc.path}: {exc.__class__.__name__}: {exc}") from exc
+            raise _storage_error(f"could not store {doc.path}", exc) from exc
 
     def delete(self, path: str, *, audit: dict[str, Any] | None = None) -> bool:
         """Remove a document and its chunks (and write its audit row); ``False`` when there was none."""
         try:
-            with self._session() as session, session.begin():
+            with self._write(path) as session:
                 found = session.execute(
                     select(DocumentRow.id, DocumentRow.content_hash).where(DocumentRow.path == path)
                 ).first()
@@ -265,7 +299,29 @@ class SqlRepository:
                         **audit, action="deleted", path=path, created_at=utcnow(), old_hash=found.content_hash))
                 return True
         except SQLAlchemyError as exc:
-            raise StorageError(f"could not delete {path}: {exc}") from exc
+            raise _storage_error(f"could not delete {path}", exc) from exc
+
+
+def _lock_key(name: str, kind: bytes = b"kbseek-document") -> int:
+    """The advisory-lock key of a document path: a signed 64-bit number, the same in every process."""
+    return int.from_bytes(hashlib.sha256(kind + b"\0" + name.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+TOKEN_CACHE_KEY = _lock_key("chunk_tokens", b"kbseek-cache")
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    """The driver's own message (e.g. ``UNIQUE constraint failed: documents.path``) without the statement and
+    its parameters, which would copy whole documents into the log."""
+    return f"{exc.__class__.__name__}: {getattr(exc, 'orig', None) or exc}".strip()
+
+
+def _storage_error(what: str, exc: SQLAlchemyError) -> StorageError:
+    """A message for callers that says what failed and never carries SQL, parameters or server addresses; the
+    driver's reason goes to the log."""
+    log.warning("%s: %s", what, _reason(exc))
+    return StorageError(f"{what}: the database did not take the change ({exc.__class__.__name__}); nothing was "
+                        f"changed", hint="retry; if it persists, the server log has the database's reason")
 
 
 def _batches(items: list[str], size: int = 2000) -> Iterable[list[str]]:
@@ -275,11 +331,17 @@ def _batches(items: list[str], size: int = 2000) -> Iterable[list[str]]:
 
 
 def _bump_version(session: Session) -> None:
-    changed = session.execute(
-        update(StateRow).where(StateRow.key == VERSION_KEY).values(value=StateRow.value + 1)
-    ).rowcount
-    if not changed:
-        session.execute(insert(StateRow).values(key=VERSION_KEY, value=1))
+    """One statement, so the first writes of two processes on an empty database cannot both insert the row."""
+    upsert = _insert(session, StateRow).values(key=VERSION_KEY, value=1)
+    session.execute(upsert.on_conflict_do_update(index_elements=[StateRow.key],
+                                                 set_={"value": StateRow.value + 1}))
+
+
+def _insert(session: Session, table: type) -> Any:
+    """The dialect's own INSERT, which knows ``ON CONFLICT`` (SQLite and PostgreSQL spell it alike)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
 def _document_values(doc: ParsedDocument, origin: str | None) -> dict[str, Any]:
