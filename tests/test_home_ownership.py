@@ -160,6 +160,8 @@ def test_a_killed_owner_leaves_no_ownership(tmp_path):
         assert owner is not None and (owner.pid, owner.url) == (holder.pid, "http://127.0.0.1:9")
         with pytest.raises(HomeInUse, match=f"pid {holder.pid}"):
             HomeLock(home).acquire("kbseek ingest")
+        with pytest.raises(HomeInUse, match="read_only=True"):  # the library refuses to write it too
+            KnowledgeBase.open(Settings(home=home, embedder="none"))
     finally:
         holder.kill()
         holder.wait()

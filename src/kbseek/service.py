@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -31,6 +32,7 @@ from kbseek.dense import open_dense
 from kbseek.errors import KbseekError, NotFoundError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
+from kbseek.ownership import HomeInUse, owner_of
 from kbseek.readonly import read_only_parts
 from kbseek.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings
@@ -88,6 +90,7 @@ class KnowledgeBase:
                 kb = cls(*read_only_parts(settings))
                 repaired: dict[str, int] = {}
             else:
+                _refuse_if_owned(settings.home)
                 engine = make_engine(settings.database_url)
                 if migrate_schema:
                     migrate.upgrade(engine)
@@ -465,6 +468,14 @@ class KnowledgeBase:
             moved = self.files.move_out(path, self.settings.orphan_dir)
             log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
+
+def _refuse_if_owned(home: Path) -> None:
+    """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.ownership``)."""
+    owner = owner_of(home)
+    if owner is not None and owner.pid != os.getpid():
+        raise HomeInUse(f"{home} is owned by {owner.describe()}",
+                        owner=owner, hint="open it read-only beside the owner: KnowledgeBase.open(settings, read_only=True)")
+
 
 def _size(file: Path) -> int | None:
     try:
