@@ -225,5 +225,7 @@ def test_the_doctor_does_not_migrate_and_reads_need_a_current_schema(tmp_path):
     assert searched.exit_code == 2 and "kbseek db upgrade" in searched.stderr
     assert migrate.current(engine) == older
     engine.dispose()
-    fresh = runner.invoke(app, ["--home", str(tmp_path / "nothing"), "docs", "list"], env=env)
-    assert fresh.exit_code == 2 and "kbseek ingest" in fresh.stderr and not (tmp_path / "nothing").exists()
+    for args in (["docs", "list"], ["search", "x"], ["db", "current"], ["doctor"], ["audit"], ["metrics"]):
+        fresh = runner.invoke(app, ["--home", str(tmp_path / "nothing"), *args], env=env)  # a look creates nothing
+        assert fresh.exit_code == 2 and "kbseek ingest" in fresh.stderr, (args, fresh.output)
+        assert not (tmp_path / "nothing").exists(), args

@@ -385,8 +385,11 @@ def db_current(as_json: JsonFlag = False) -> None:
     from kbseek.adapters.sql import migrate
     from kbseek.adapters.sql.engine import make_engine
 
+    from kbseek.readonly import require_database
+
     with _errors(as_json):
         settings = _settings()
+        require_database(settings.database_url, settings.home)  # a look creates no database
         info = {
             "current": migrate.current(make_engine(settings.database_url)),
             "head": migrate.head(),
