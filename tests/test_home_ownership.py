@@ -85,7 +85,7 @@ def test_reads_run_beside_a_server_writes_refuse_naming_it_and_sigterm_exits_0(t
         report = json.loads(checked.stdout)
         assert checked.returncode == 0 and report["ok"], checked.stdout + checked.stderr
         assert report["checks"]["vectors"]["store"] == "milvus" and base in report["checks"]["vectors"]["checked_by"]
-        assert pid in report["owner"]
+        assert (report["owner"]["pid"], report["owner"]["url"]) == (process.pid, base)
         assert_quiet(checked.stderr)
         # ...and it writes nothing: a stray temp file and an unknown original are reported and left in place
         temp = home / "knowledge_base" / "api" / ".pay.md.x1.kbseek-tmp"

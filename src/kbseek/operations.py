@@ -127,7 +127,7 @@ def check_home(settings: Settings) -> dict[str, Any]:
             finally:
                 engine.dispose()
             return {"ok": False, "fixed": False, "checks": {"schema": schema}, "repaired_at_open": {},
-                    "owner": owner.describe() if owner else None, "duration_ms": 0.0}
+                    "owner": _owner_view(owner), "duration_ms": 0.0}
         try:
             documents = kb.repository.load()
             result = doctor(kb, fix=False, vectors=_vectors_at_rest(settings, documents, owner))
@@ -135,7 +135,12 @@ def check_home(settings: Settings) -> dict[str, Any]:
             kb.close()
     finally:
         lock.release()
-    return result | {"owner": owner.describe() if owner else None}
+    return result | {"owner": _owner_view(owner)}
+
+
+def _owner_view(owner: Owner | None) -> dict[str, Any] | None:
+    return None if owner is None else {"pid": owner.pid, "command": owner.command, "url": owner.url,
+                                       "describe": owner.describe()}
 
 
 def _vectors_at_rest(settings: Settings, documents: list[StoredDocument], owner: Owner | None) -> dict[str, Any]:

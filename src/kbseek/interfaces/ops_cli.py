@@ -188,9 +188,10 @@ def doctor_command(
 
 
 def _print_doctor(result: dict[str, Any], fix: bool) -> None:
-    if result.get("owner"):
-        out.print(f"checked beside {result['owner']}, which owns the data home: a write in flight can show as drift "
-                  "for a moment", highlight=False, markup=False)
+    owner = result.get("owner")
+    if owner:
+        out.print(f"checked beside {owner['describe']}, which owns the data home: a write in flight can show as "
+                  "drift for a moment", highlight=False, markup=False)
     for name, check in result["checks"].items():
         state = {True: "ok ", False: "BAD", None: "-- "}[check["ok"]]
         detail = ", ".join(f"{k}={v}" for k, v in check.items() if k != "ok")
@@ -202,11 +203,14 @@ def _print_doctor(result: dict[str, Any], fix: bool) -> None:
         verdict = "healthy"
     elif fix:
         verdict = "repaired"
-    elif result.get("owner"):
-        verdict = "drift found (or not everything checked): repair through the server (POST /api/reindex) or stop it and run 'kbseek doctor --fix'"
+    elif owner and owner["url"]:
+        verdict = (f"drift found: check again, then repair through the server (POST {owner['url']}/api/reindex) "
+                   "or stop it and run 'kbseek doctor --fix'")
+    elif owner:
+        verdict = f"not everything checked while {owner['describe']} writes: run it again when that is done"
     else:
         verdict = "drift found: run 'kbseek doctor --fix'"
-    out.print(verdict, highlight=False)
+    out.print(verdict, highlight=False, markup=False)
 
 
 @app.command("reindex")
