@@ -1,9 +1,12 @@
-# make run  - ingest the bundled example knowledge base and serve it on 127.0.0.1:8000 (REST API, MCP)
+# make run  - ingest the bundled example knowledge base and serve it on $(HOST):$(PORT) (REST API, MCP);
+#             make run PORT=8080 HOST=0.0.0.0 to choose
 # make test - the whole test suite (SQLite and the local PostgreSQL)
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
 .PHONY: install run test bench clean
 
@@ -17,7 +20,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/kbseek ingest examples/knowledge_base
 	KBSEEK_GOLDEN_CASES_FILE=examples/eval/golden-cases.json KBSEEK_REPORTS_DIR=eval/reports \
-		$(BIN)/kbseek serve --host 127.0.0.1 --port 8000
+		exec $(BIN)/kbseek serve --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

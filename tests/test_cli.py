@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+import click
 import jsonschema
 import pytest
+import typer
 from typer.testing import CliRunner
+
+import kbseek
 
 from kbseek.interfaces.cli import app
 from tests.conftest import EXAMPLES, ROOT, write
@@ -103,6 +108,38 @@ def test_human_output_and_errors(home, tmp_path):
     assert "no such file or folder" in missing.stdout
     bad = runner.invoke(app, ["--home", str(home), "ingest", str(EXAMPLES / "knowledge_base"), "--category", "../x"])
     assert bad.exit_code == 2 and "category" in bad.stderr
+    # lint is advice shown where it belongs (ingest reports, 'docs lint', the server's start-up), not on every command
+    for args in (["search", "超时"], ["lookup", "超时"], ["docs", "list"], ["docs", "show", "api/payment-errors.md"]):
+        assert "lint:" not in run(home, *args).stderr
+    assert "keyword '超时' is shared by 2 documents" in run(home, "docs", "lint").stdout
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [prefix]
+    for name, command in group.commands.items():
+        found += _commands(command, (*prefix, name)) if isinstance(command, click.Group) else [(*prefix, name)]
+    return found
+
+
+def test_help_shows_flags_as_flags_and_the_version():
+    top = runner.invoke(app, ["--help"]).stdout
+    assert "-v, --verbose " in top and "--log-json " in top and "--version" in top
+    for path in _commands(typer.main.get_command(app)):  # every command's help, not only the top one
+        text = runner.invoke(app, [*path, "--help"]).stdout
+        assert "<bool>" not in text and "--help " in text, (path, text)
+        assert "-v <int>" not in text and "--verbose <int>" not in text
+    search = runner.invoke(app, ["search", "--help"]).stdout
+    assert "--json " in search and "--top-k <int" in search  # options that take values still say which
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.strip() == f"kbseek {kbseek.__version__}"
+
+
+def test_make_run_takes_host_and_port_and_execs_the_server():
+    planned = subprocess.run(["make", "-n", "run", "PORT=8123", "HOST=0.0.0.0"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout
+    assert "exec .venv/bin/kbseek serve --host 0.0.0.0 --port 8123" in planned  # exec: signals reach the server
+    default = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "--host 127.0.0.1 --port 8000" in default
 
 
 def test_db_upgrade_and_current(home):

@@ -54,10 +54,14 @@ def test_doctor_finds_and_repairs_drift_in_files_and_vectors(tmp_path):
         assert doctor(kb, fix=False)["ok"]
         assert (settings.knowledge_base_dir / "api" / "pay.md").exists()
         assert kb.search("ERR_TIMEOUT 网关", policy="dense").hits[0].chunk.source_path == "api/pay.md"
-    # drift made while nothing runs is repaired by the next start, and the doctor says so
+    # drift made while nothing runs: the doctor reports it and leaves it (a check writes nothing); --fix repairs
     (settings.knowledge_base_dir / "ops" / "oom.md").unlink()
     code, report = cli(home, "doctor")
+    assert code == 1 and "rewritten': 1" in report and "ops/oom.md" in report and "drift found" in report
+    assert not (settings.knowledge_base_dir / "ops" / "oom.md").exists()
+    code, report = cli(home, "doctor", "--fix")
     assert code == 0 and "rewritten': 1" in report and "healthy" in report
+    assert (settings.knowledge_base_dir / "ops" / "oom.md").exists()
 
 
 def test_backup_and_restore_round_trip(tmp_path):

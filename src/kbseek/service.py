@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -32,6 +33,8 @@ from kbseek.dense import open_dense
 from kbseek.errors import KbseekError, NotFoundError, StorageError
 from kbseek.indexes import Indexes
 from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
+from kbseek.ownership import HomeInUse, owner_of
+from kbseek.readonly import read_only_parts
 from kbseek.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings
 from kbseek.telemetry import Telemetry
@@ -85,25 +88,37 @@ class KnowledgeBase:
         )
 
     @classmethod
-    def open(cls, settings: Settings | None = None, *, migrate_schema: bool = True) -> "KnowledgeBase":
-        """Connect, migrate, repair drift between the database and the file store, sync scan dirs."""
+    def open(cls, settings: Settings | None = None, *, migrate_schema: bool = True,
+             read_only: bool = False) -> "KnowledgeBase":
+        """Connect, migrate, repair drift between the database and the file store, sync scan dirs.
+
+        With ``read_only`` it writes nothing of the knowledge base (``kbseek.readonly``): no migration (the schema
+        must be current), no repair, no retention pruning, no scan, no cache writes; vectors come from the
+        database's embedding cache into the in-process store. That is how a process opens a data home another
+        process owns (``kbseek.ownership``), and how a check opens it.
+        """
         settings = settings or Settings()
         with request_scope():
             started = time.perf_counter()
-            engine = make_engine(settings.database_url)
-            if migrate_schema:
-                migrate.upgrade(engine)
-            kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
-            repaired = kb.startup_repair = kb.repair()
-            if settings.invocation_retention_days:
-                before = utcnow() - dt.timedelta(days=settings.invocation_retention_days)
-                if pruned := kb.invocations.prune(before=before):
-                    log.info("retention: pruned %d tool invocation(s) older than %d days", pruned,
-                             settings.invocation_retention_days)
+            if read_only:
+                kb = cls(*read_only_parts(settings))
+                repaired: dict[str, int] = {}
+            else:
+                _refuse_if_owned(settings.home)
+                engine = make_engine(settings.database_url)
+                if migrate_schema:
+                    migrate.upgrade(engine)
+                kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
+                repaired = kb.startup_repair = kb.repair()
+                if settings.invocation_retention_days:
+                    before = utcnow() - dt.timedelta(days=settings.invocation_retention_days)
+                    if pruned := kb.invocations.prune(before=before):
+                        log.info("retention: pruned %d tool invocation(s) older than %d days", pruned,
+                                 settings.invocation_retention_days)
             kb.indexes.refresh()
             if settings.vectors_in_background:
                 kb.indexes.vectors_in_background()
-            if settings.scan_dirs:
+            if settings.scan_dirs and not read_only:
                 report = kb.ingest(list(settings.scan_dirs), prune=settings.scan_prune)
                 for file in report.files:
                     for warning in file.warnings:
@@ -111,17 +126,20 @@ class KnowledgeBase:
                     if file.status == "failed":
                         log.warning("scan: %s failed: %s", file.source, file.reason)
             log.info(
-                "knowledge base loaded: documents=%d chunks=%d repaired=%s time=%.0fms",
+                "knowledge base loaded%s: documents=%d chunks=%d repaired=%s time=%.0fms",
+                " read-only" if read_only else "",
                 kb.repository.count(),
                 kb.repository.chunk_count(),
                 repaired,
                 (time.perf_counter() - started) * 1000,
             )
-            warned = sorted(kb.repository.warnings())
-            if warned:
-                log.warning("%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10]))
-            for item in kb.lint():
-                log.warning("lint: %s", item["message"])
+            if not read_only:  # the owner reports the state of the documents once; readers stay quiet
+                warned = sorted(kb.repository.warnings())
+                if warned:
+                    log.warning("%d document(s) have warnings (kbseek docs show PATH): %s", len(warned),
+                                ", ".join(warned[:10]))
+                for item in kb.lint():  # advice, not trouble: 'kbseek docs lint' and ingest reports show it too
+                    log.info("lint: %s", item["message"])
             return kb
 
     def close(self) -> None:
@@ -437,36 +455,55 @@ class KnowledgeBase:
 
     # -- repair --------------------------------------------------------------------------
 
+    def drift(self) -> dict[str, list[str]]:
+        """Where the file store differs from the database (the system of record), without changing anything:
+        ``rewrite`` (originals missing or not matching the stored content), ``orphaned`` (files the database does
+        not know) and ``temp`` (half-written files, relative to the knowledge base folder).
+
+        Beside a live writer an upload in flight shows up here for a moment (its temp file, or its original just
+        before the database commits): a finding to re-check, never to act on while the writer runs.
+        """
+        known = self.repository.hashes()
+        rewrite = []
+        for path, (digest, _) in known.items():
+            data = self.files.read(path)
+            if data is not None and sha256_hex(data) == digest:
+                continue
+            if data is not None and data == (self.repository.content(path) or "").encode("utf-8"):
+                continue
+            rewrite.append(path)
+        orphaned = [path for path in self.files.paths() if path not in known]
+        temp = sorted(t.relative_to(self.files.root).as_posix() for t in self.files.temp_files())
+        return {"rewrite": rewrite, "orphaned": orphaned, "temp": temp}
+
     @_alone
     def repair(self, *, dry_run: bool = False) -> dict[str, int]:
         """Make the file store match the database (the system of record) after a crash.
 
         Missing or stale originals are rewritten from the stored content; files the database
         does not know are moved to ``<home>/orphaned/`` (never deleted); temp files are removed.
-        With ``dry_run`` it only counts what it would do.
+        With ``dry_run`` it only counts what it would do (:meth:`drift` names the files).
+        Only the owner of the data home repairs, when nothing else writes it (``kbseek.ownership``).
         """
-        counts = {"rewritten": 0, "orphaned": 0,
-                  "temp_removed": len(self.files.temp_files()) if dry_run else self.files.remove_temp_files()}
-        known = self.repository.hashes()
-        for path, (digest, _) in known.items():
-            data = self.files.read(path)
-            if data is not None and sha256_hex(data) == digest:
-                continue
-            content = self.repository.content(path) or ""
-            encoded = content.encode("utf-8")
-            if data is not None and data == encoded:
-                continue
-            counts["rewritten"] += 1
-            if not dry_run:
-                self.files.write(path, encoded)
-                log.warning("repair: rewrote the original of %s from the database", path)
-        for path in list(self.files.paths()):
-            if path not in known:
-                counts["orphaned"] += 1
-                if not dry_run:
-                    moved = self.files.move_out(path, self.settings.orphan_dir)
-                    log.warning("repair: %s is not in the database; moved to %s", path, moved)
+        found = self.drift()
+        counts = {"rewritten": len(found["rewrite"]), "orphaned": len(found["orphaned"]), "temp_removed": len(found["temp"])}
+        if dry_run:
+            return counts
+        counts["temp_removed"] = self.files.remove_temp_files()
+        for path in found["rewrite"]:
+            self.files.write(path, (self.repository.content(path) or "").encode("utf-8"))
+            log.warning("repair: rewrote the original of %s from the database", path)
+        for path in found["orphaned"]:
+            moved = self.files.move_out(path, self.settings.orphan_dir)
+            log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
+
+def _refuse_if_owned(home: Path) -> None:
+    """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.ownership``)."""
+    owner = owner_of(home)
+    if owner is not None and owner.pid != os.getpid():
+        raise HomeInUse(f"{home} is owned by {owner.describe()}",
+                        owner=owner, hint="open it read-only beside the owner: KnowledgeBase.open(settings, read_only=True)")
 
 
 def _no_document(path: str) -> NotFoundError:

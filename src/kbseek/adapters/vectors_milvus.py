@@ -7,10 +7,11 @@ Fields carry the seeds' metadata. Filters are built only from escaped string lit
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -44,6 +45,40 @@ def string_literal(value: str) -> str:
 # count the stores using each, so closing one does not stop the server under another
 _LITE_USERS: collections.Counter[str] = collections.Counter()
 _LITE_LOCK = threading.Lock()
+# pymilvus pings its channel every 10 s even when idle; Milvus Lite's in-process gRPC server keeps gRPC's default
+# policy (no pings without calls), answers the third with GOAWAY too_many_pings and gRPC logs it as an error. The
+# server is in this process on loopback: there is no connection to keep alive, so the client does not ping.
+LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
+
+
+@contextlib.contextmanager
+def _lite_failure() -> Iterator[list[BaseException]]:
+    """Why Milvus Lite could not open a data dir: it logs a traceback and pymilvus says only "Open local milvus
+    failed". The reason is kept for a one-line error; the traceback stays out of the log."""
+    logger = logging.getLogger("milvus_lite.server_manager")
+    caught: list[BaseException] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.exc_info and record.exc_info[1] is not None:
+                caught.append(record.exc_info[1])
+
+    handler, propagate, level = Keep(logging.ERROR), logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate, logger.level = False, logging.ERROR
+    try:
+        yield caught
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate, logger.level = propagate, level
+
+
+def _lite_reason(uri: str, caught: list[BaseException], exc: BaseException) -> str:
+    for error in caught:
+        if type(error).__name__ == "DataDirLockedError":
+            return f"Milvus Lite at {uri} is locked by another process (Milvus Lite serves one process per data dir)"
+        return f"Milvus Lite at {uri} could not start: {type(error).__name__}: {error}"
+    return f"Milvus at {uri} is not usable: {exc}"
 
 
 class MilvusVectorStore:
@@ -51,7 +86,7 @@ class MilvusVectorStore:
 
     name = "milvus"
 
-    def __init__(self, *, uri: str, dim: int, model_id: str, token: str = "") -> None:
+    def __init__(self, *, uri: str, dim: int, model_id: str, token: str = "", create: bool = True) -> None:
         try:
             from pymilvus import DataType, MilvusClient
         except ImportError as exc:  # pragma: no cover - installed with kbseek
@@ -63,9 +98,17 @@ class MilvusVectorStore:
         self.dim, self.uri = dim, uri
         self.collection = collection_name(model_id, dim)
         self._lock = threading.RLock()  # Milvus Lite wants one writer
+        lite = uri.endswith(".db")
+        options = {"grpc_options": LITE_GRPC_OPTIONS} if lite else {}
+        with _lite_failure() as caught:
+            try:
+                self._client = MilvusClient(uri, token=token, **options) if token else MilvusClient(uri, **options)
+            except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
+                raise StorageError(_lite_reason(uri, caught, exc) if lite else f"Milvus at {uri} is not usable: {exc}") from None
         try:
-            self._client = MilvusClient(uri, token=token) if token else MilvusClient(uri)
             if not self._client.has_collection(self.collection):
+                if not create:
+                    raise StorageError(f"Milvus at {uri} has no collection {self.collection}")
                 schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
                 schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
                 schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
@@ -82,8 +125,14 @@ class MilvusVectorStore:
                 self._client.create_collection(self.collection, schema=schema, index_params=index)
             self._client.load_collection(self.collection)
         except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
+            if lite:
+                with _LITE_LOCK:
+                    _LITE_USERS[uri] += 1
+            self.close()  # a Lite server started for this store stops again (and lets go of its data dir)
+            if isinstance(exc, StorageError):
+                raise
             raise StorageError(f"Milvus at {uri} is not usable: {exc}") from exc
-        if uri.endswith(".db"):
+        if lite:
             with _LITE_LOCK:
                 _LITE_USERS[uri] += 1
 

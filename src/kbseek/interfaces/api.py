@@ -163,7 +163,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
             checks["database"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         dense = kb.indexes.dense
         checks["vector_store"] = ({"ok": True, "kind": "none (lexical only)"} if dense is None else
-                                  {"ok": True, "model": dense.model_id, "fallback": dense.fallback,
+                                  {"ok": True, "store": dense.store.name, "model": dense.model_id, "fallback": dense.fallback,
                                    "documents_pending": kb.indexes.dense_pending})
         checks["indexes"] = {"ok": kb.indexes.version >= 0, "version": kb.indexes.index_version,
                              "documents": len(kb.indexes.documents), "chunks": len(kb.indexes.chunks)}

@@ -16,17 +16,22 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from kbseek import __version__
 from kbseek.errors import KbseekError
 from kbseek.interfaces.answers import FORMATS, legacy_view, render_text, response_view
 from kbseek.interfaces.views import document_view, hit_view, search_view
 from kbseek.logs import configure_logging, set_process_actor
+from kbseek.ownership import HomeInUse, HomeLock, busy_message, owner_of
 from kbseek.settings import Settings
 from kbseek.tool import InvalidRequest
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="kbseek: knowledge retrieval for AIOps agents.")
-docs_app = typer.Typer(no_args_is_help=True, help="List, show, delete and lint stored documents.")
-db_app = typer.Typer(no_args_is_help=True, help="Database schema migrations.")
-eval_app = typer.Typer(no_args_is_help=True, help="Measure retrieval quality on a dataset.")
+# Plain help (click's): typer's rich panels show every flag as taking a value ("--json <bool>", "-v <int>")
+HELP: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None,
+                        "context_settings": {"max_content_width": 120}}
+app = typer.Typer(add_completion=False, help="kbseek: knowledge retrieval for AIOps agents.", **HELP)
+docs_app = typer.Typer(help="List, show, delete and lint stored documents.", **HELP)
+db_app = typer.Typer(help="Database schema migrations.", **HELP)
+eval_app = typer.Typer(help="Measure retrieval quality on a dataset.", **HELP)
 app.add_typer(docs_app, name="docs")
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
@@ -42,11 +47,19 @@ class _State:
     log_json: bool = False
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"kbseek {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
-    home: Annotated[Optional[Path], typer.Option(help="Data home (default: KBSEEK_HOME or ./.kbseek).")] = None,
+    home: Annotated[Optional[Path], typer.Option(metavar="PATH", help="Data home (default: KBSEEK_HOME or ./.kbseek).")] = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug logs.")] = 0,
     log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines (KBSEEK_LOG_FORMAT=json).")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
 ) -> None:
     _State.home, _State.verbose, _State.log_json = home, verbose, log_json
     set_process_actor(f"cli:{_user()}")
@@ -91,10 +104,42 @@ def _errors(as_json: bool) -> Iterator[None]:
         raise typer.Exit(2) from exc
 
 
-def _open() -> Any:
+def _open(*, vectors: bool = True) -> Any:
+    """The knowledge base, read-only: reading commands never migrate, repair or write the data home, so they run
+    beside the process that owns it (``kbseek serve``), and say so once. Their vectors come from the database's
+    embedding cache (the owner's Milvus Lite is its own); ``vectors=False`` skips the dense lane altogether."""
     from kbseek.service import KnowledgeBase
 
-    return KnowledgeBase.open(_settings())
+    settings = _settings()
+    owner = owner_of(settings.home)
+    if owner is not None:
+        err.print(f"note: {owner.describe()} owns {settings.home}; reading beside it"
+                  + (" (vectors from the database's embedding cache)" if vectors and settings.embedder != "none" else ""),
+                  highlight=False)
+    if not vectors:
+        settings = settings.model_copy(update={"embedder": "none"})
+    return KnowledgeBase.open(settings, read_only=True)
+
+
+@contextmanager
+def owning(command: str) -> Iterator[Settings]:
+    """Hold the data home while a writing command runs; refuse, naming the owner, if another process holds it."""
+    settings = _settings()
+    lock = HomeLock(settings.home)
+    try:
+        lock.acquire(f"kbseek {command}")
+    except HomeInUse as exc:
+        raise HomeInUse(busy_message(exc.owner, settings.home, command), owner=exc.owner) from None
+    try:
+        yield settings
+    finally:
+        lock.release()
+
+
+def _open_owned(settings: Settings) -> Any:
+    from kbseek.service import KnowledgeBase
+
+    return KnowledgeBase.open(settings)
 
 
 def _print_json(data: Any) -> None:
@@ -109,8 +154,7 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Ingest Markdown files and folders; unchanged files are skipped by content hash."""
-    with _errors(as_json):
-        kb = _open()
+    with _errors(as_json), owning("ingest") as settings, _open_owned(settings) as kb:
         show_progress = not as_json and err.is_terminal
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, disable=not show_progress, transient=True) as progress:
@@ -161,7 +205,8 @@ def search(
 ) -> None:
     """Ranked chunks with their document, breadcrumb and scores."""
     with _errors(as_json):
-        result = _open().search(query, top_k=top_k, category=category, policy=policy, threshold=threshold)
+        with _open() as kb:
+            result = kb.search(query, top_k=top_k, category=category, policy=policy, threshold=threshold)
         if as_json:
             _print_json(search_view(result))
             return
@@ -210,7 +255,8 @@ def lookup(
         request = {"query": query, "top_k": top_k, "policy": policy, "category": category, "session_id": session,
                    "filters": filters or None, "expand": expand, "section": section, "dedup": dedup,
                    "budget_chars": budget, "rewrite": rewrite}
-        response = _open().lookup_knowledge({k: v for k, v in request.items() if v is not None})
+        with _open() as kb:
+            response = kb.lookup_knowledge({k: v for k, v in request.items() if v is not None})
         if fmt == "legacy":
             _print_json(legacy_view(response))
         elif fmt == "json":
@@ -243,78 +289,6 @@ def _print_hint(response: Any) -> None:
     _print_hits(response.ranked[:10])
 
 
-def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
-              split: str | None = None) -> Any:
-    """A golden case file or a dataset folder, as one ``Dataset``."""
-    from kbseek.evaluation import load_dataset
-
-    if dataset.is_file():
-        from kbseek.cases import load_cases
-
-        return load_cases(dataset, split=split)
-    return load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
-
-
-@eval_app.command("run")
-def eval_run(
-    dataset: Annotated[Path, typer.Argument(help="Golden case file (.json), or dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
-    policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["hybrid"],
-    corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
-    queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
-    qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Only queries whose metadata.split is this.")] = None,
-    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,3,5,10",
-    depth: Annotated[int, typer.Option(min=1, max=1000, help="Chunks retrieved per query.")] = 100,
-    setting: Annotated[list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")] = [],
-    cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
-    replay: Annotated[Optional[Path], typer.Option(help="Re-score recorded lane candidates ('eval record'): no embedding.")] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="Evaluate a running server instead (live acceptance): its search and lookup endpoints.")] = None,
-    api_key: Annotated[Optional[str], typer.Option(help="Bearer key for --base-url (default: KBSEEK_READ_API_KEY or KBSEEK_API_KEY).")] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
-    from kbseek.evaluation import evaluate, parse_configs
-
-    with _errors(as_json):
-        try:
-            ks = tuple(int(x) for x in k.split(",") if x.strip())
-        except ValueError:
-            raise typer.BadParameter(f"--k must be integers separated by commas, got {k!r}") from None
-        base = _settings()
-        if not _State.verbose:
-            configure_logging("ERROR")  # the corpus's own warnings are not the evaluation's
-        data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
-        fixture = None
-        if replay is not None:
-            from kbseek.fixtures import load
-
-            fixture = load(replay)
-            base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
-        if base_url is not None:
-            from kbseek.live_eval import evaluate_live
-
-            report = evaluate_live(data, base_url, policies=policy, ks=ks, depth=depth, base=base,
-                                   api_key=api_key or base.read_api_key or base.api_key)
-        else:
-            report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
-                              cache_root=cache, base=base, fixture=fixture)
-        if as_json:
-            _print_json(report)
-            return
-        top = report["config"]["k"][-1]
-        shown = [f"ndcg@{top}", f"recall@{top}", f"mrr@{top}", "hit@1"]
-        table = Table(box=None, highlight=False)
-        table.add_column("run", no_wrap=True)
-        for name in shown:
-            table.add_column(name, no_wrap=True)
-        table.add_column("s", justify="right")
-        for r in report["runs"]:
-            cells = [f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]" for n in shown]
-            table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
-        out.print(f"{report['dataset']}: {report['config']['queries']} queries", highlight=False)
-        out.print(table)
-
-
 @docs_app.command("list")
 def docs_list(
     category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
@@ -324,7 +298,8 @@ def docs_list(
 ) -> None:
     """List stored documents."""
     with _errors(as_json):
-        docs = _open().list_documents(category=category, limit=limit, offset=offset)
+        with _open(vectors=False) as kb:
+            docs = kb.list_documents(category=category, limit=limit, offset=offset)
         if as_json:
             _print_json([document_view(d) for d in docs])
             return
@@ -351,7 +326,8 @@ def docs_show(
 ) -> None:
     """Show one document: metadata, warnings, sections and chunks with breadcrumbs."""
     with _errors(as_json):
-        doc = _open().get_document(path)
+        with _open(vectors=False) as kb:
+            doc = kb.get_document(path)
         if as_json:
             _print_json(document_view(doc, with_chunks=True))
             return
@@ -370,8 +346,8 @@ def docs_delete(
     as_json: JsonFlag = False,
 ) -> None:
     """Delete a document: rows, indexes and its stored original."""
-    with _errors(as_json):
-        _open().delete(path)
+    with _errors(as_json), owning("docs delete") as settings, _open_owned(settings) as kb:
+        kb.delete(path)
         if as_json:
             _print_json({"deleted": path})
         else:
@@ -382,7 +358,8 @@ def docs_delete(
 def docs_lint(as_json: JsonFlag = False) -> None:
     """Report keywords that several documents share."""
     with _errors(as_json):
-        lint = _open().lint()
+        with _open(vectors=False) as kb:
+            lint = kb.lint()
         if as_json:
             _print_json(lint)
             return
@@ -397,8 +374,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
     from kbseek.adapters.sql import migrate
     from kbseek.adapters.sql.engine import make_engine
 
-    with _errors(False):
-        settings = _settings()
+    with _errors(False), owning("db upgrade") as settings:
         now = migrate.upgrade(make_engine(settings.database_url), revision)
         out.print(f"database at revision {now}", highlight=False)
 
@@ -409,8 +385,11 @@ def db_current(as_json: JsonFlag = False) -> None:
     from kbseek.adapters.sql import migrate
     from kbseek.adapters.sql.engine import make_engine
 
+    from kbseek.readonly import require_database
+
     with _errors(as_json):
         settings = _settings()
+        require_database(settings.database_url, settings.home)  # a look creates no database
         info = {
             "current": migrate.current(make_engine(settings.database_url)),
             "head": migrate.head(),
@@ -424,7 +403,7 @@ def db_current(as_json: JsonFlag = False) -> None:
             out.print(f"{info['database_url']}: revision {info['current']} (head {info['head']}, {state})", highlight=False)
 
 
-from kbseek.interfaces import eval_cli  # noqa: E402,F401  (registers the other eval verbs)
+from kbseek.interfaces import eval_cli  # noqa: E402,F401  (registers the eval verbs, trace)
 from kbseek.interfaces import mcp_cli  # noqa: E402,F401  (mcp, tool-schema)
 from kbseek.interfaces import serve_cli  # noqa: E402,F401  (serve)
 from kbseek.interfaces import ops_cli  # noqa: E402,F401  (audit, invocations, metrics)

@@ -1,14 +1,88 @@
-"""The evaluation verbs beyond ``run`` (compare, add-case, report, record) and ``kbseek trace``."""
+"""The evaluation verbs (run, compare, add-case, report, record) and ``kbseek trace`` / ``verify-summary``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+from rich.table import Table
 
-from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, _settings, app, eval_app, load_data, out
+from kbseek.interfaces.cli import JsonFlag, _State, _errors, _print_json, _settings, app, eval_app, out
+from kbseek.logs import configure_logging
+
+
+def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
+              split: str | None = None) -> Any:
+    """A golden case file or a dataset folder, as one ``Dataset``."""
+    from kbseek.evaluation import load_dataset
+
+    if dataset.is_file():
+        from kbseek.cases import load_cases
+
+        return load_cases(dataset, split=split)
+    return load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+
+
+@eval_app.command("run")
+def eval_run(
+    dataset: Annotated[Path, typer.Argument(help="Golden case file (.json), or dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
+    policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["hybrid"],
+    corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
+    queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
+    qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Only queries whose metadata.split is this.")] = None,
+    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,3,5,10",
+    depth: Annotated[int, typer.Option(min=1, max=1000, help="Chunks retrieved per query.")] = 100,
+    setting: Annotated[list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")] = [],
+    cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+    replay: Annotated[Optional[Path], typer.Option(help="Re-score recorded lane candidates ('eval record'): no embedding.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="Evaluate a running server instead (live acceptance): its search and lookup endpoints.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(help="Bearer key for --base-url (default: KBSEEK_READ_API_KEY or KBSEEK_API_KEY).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
+    from kbseek.evaluation import evaluate, parse_configs
+
+    with _errors(as_json):
+        try:
+            ks = tuple(int(x) for x in k.split(",") if x.strip())
+        except ValueError:
+            raise typer.BadParameter(f"--k must be integers separated by commas, got {k!r}") from None
+        base = _settings()
+        if not _State.verbose:
+            configure_logging("ERROR")  # the corpus's own warnings are not the evaluation's
+        data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
+        fixture = None
+        if replay is not None:
+            from kbseek.fixtures import load
+
+            fixture = load(replay)
+            base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
+        if base_url is not None:
+            from kbseek.live_eval import evaluate_live
+
+            report = evaluate_live(data, base_url, policies=policy, ks=ks, depth=depth, base=base,
+                                   api_key=api_key or base.read_api_key or base.api_key)
+        else:
+            report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
+                              cache_root=cache, base=base, fixture=fixture)
+        if as_json:
+            _print_json(report)
+            return
+        top = report["config"]["k"][-1]
+        shown = [f"ndcg@{top}", f"recall@{top}", f"mrr@{top}", "hit@1"]
+        table = Table(box=None, highlight=False)
+        table.add_column("run", no_wrap=True)
+        for name in shown:
+            table.add_column(name, no_wrap=True)
+        table.add_column("s", justify="right")
+        for r in report["runs"]:
+            cells = [f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]" for n in shown]
+            table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
+        out.print(f"{report['dataset']}: {report['config']['queries']} queries", highlight=False)
+        out.print(table)
 
 
 @eval_app.command("compare")
@@ -135,7 +209,8 @@ def trace(
     from kbseek.interfaces.cli import _open
 
     with _errors(as_json):
-        data = _open().trace(session_id)
+        with _open(vectors=False) as kb:
+            data = kb.trace(session_id)
         if as_json:
             _print_json(data)
             return
@@ -166,7 +241,8 @@ def verify_summary(
     from kbseek.verifier import summarize
 
     with _errors(as_json):
-        summary = summarize(_open().trace(session_id), limit=limit)
+        with _open(vectors=False) as kb:
+            summary = summarize(kb.trace(session_id), limit=limit)
         if as_json:
             _print_json(summary)
         else:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kbseek.interfaces.cli import _errors, _print_json, _settings, app
+from kbseek.interfaces.cli import _errors, _open, _print_json, _settings, app, err
 from kbseek.interfaces.tool_schema import LOOKUP, TOOLS, mcp_tool_definition, openai_tool_schema
 from kbseek.tool import InvalidRequest
 
@@ -19,13 +19,18 @@ SCHEMA_FORMATS = ("openai", "mcp")
 
 @app.command()
 def mcp() -> None:
-    """Serve the knowledge base to an agent over MCP on stdin/stdout (logs go to stderr)."""
+    """Serve the knowledge base to an agent over MCP on stdin/stdout (logs go to stderr).
+
+    Its tools only read, so it opens the data home read-only and runs beside whatever owns it (a kbseek serve,
+    a kbseek ingest): documents written there reach it through the database."""
     from kbseek.interfaces.mcp_server import run_stdio
-    from kbseek.service import KnowledgeBase
 
     with _errors(False):  # errors go to stderr as for every verb; stdout carries only the protocol
         with _stdout_to_stderr():
-            kb = KnowledgeBase.open(_settings())
+            if _settings().scan_dirs:
+                err.print("note: kbseek mcp does not sync scan_dirs (it only reads); kbseek serve or kbseek ingest "
+                          "does", highlight=False)
+            kb = _open()
     try:
         run_stdio(kb)
     except KeyboardInterrupt:  # Ctrl-C in a terminal: a normal way to stop

@@ -1,6 +1,7 @@
 """Operations verbs: ``audit``, ``invocations list|prune`` and ``metrics`` read the records only (no embedder,
 no vector store, so they are quick on a busy data home); ``doctor``, ``reindex``, ``backup`` and ``restore``
-look after the whole data home.
+look after the whole data home. Reading verbs run beside the data home's owner; writing ones (``invocations
+prune``, ``doctor --fix``, ``reindex``, ``restore``) hold the home or refuse, naming its owner.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from kbseek.adapters.sql.tables import utcnow
 from kbseek.core.relevance import LEVELS as ANSWER_LEVELS
 from kbseek.core.relevance import NO_CONFIDENT_MATCH
 from kbseek.errors import KbseekError
-from kbseek.interfaces.cli import JsonFlag, _errors, _print_json, _settings, app, out
+from kbseek.interfaces.cli import JsonFlag, _errors, _open_owned, _print_json, _settings, app, out, owning
+from kbseek.readonly import require_current_schema, require_database
 
-invocations_app = typer.Typer(no_args_is_help=True, help="List and prune recorded lookup_knowledge calls.")
+invocations_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                              help="List and prune recorded lookup_knowledge calls.")
 app.add_typer(invocations_app, name="invocations")
 LEVELS = (*ANSWER_LEVELS, NO_CONFIDENT_MATCH, "ERROR")
 _SPAN = re.compile(r"^(\d+)\s*([smhdw])$")
@@ -54,8 +57,11 @@ def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
 
 
 def _engine() -> Any:
-    engine = make_engine(_settings().database_url)
-    migrate.upgrade(engine)
+    """The records' database, for reading: never created or migrated here (the data home's owner does that)."""
+    settings = _settings()
+    require_database(settings.database_url, settings.home)
+    engine = make_engine(settings.database_url)
+    require_current_schema(engine, settings.home)
     return engine
 
 
@@ -126,8 +132,12 @@ def invocations_prune(
     with _errors(as_json):
         if older_than is None and keep is None:
             raise BadOption("say what to prune: --older-than 30d and/or --keep N")
-        store = InvocationStore(_engine())
-        removed = store.prune(before=parse_since(older_than) if older_than else None, keep=keep)
+        before = parse_since(older_than) if older_than else None
+    with _errors(as_json), owning("invocations prune") as settings:
+        engine = make_engine(settings.database_url)
+        migrate.upgrade(engine)
+        store = InvocationStore(engine)
+        removed = store.prune(before=before, keep=keep)
         result = {"removed": removed, "remaining": store.count()}
         if as_json:
             _print_json(result)
@@ -155,46 +165,61 @@ def metrics(
 
 @app.command("doctor")
 def doctor_command(
-    fix: Annotated[bool, typer.Option("--fix", help="Repair what drifted (default: only report).")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Repair what drifted (default: only report, writing nothing).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check the schema, stored originals, indexes and vectors against the database; --fix repairs them."""
-    from kbseek.interfaces.cli import _open
-    from kbseek.operations import doctor
+    """Check the schema, stored originals, indexes and vectors against the database; --fix repairs them.
+
+    Without --fix it writes nothing and runs beside a server; with --fix it needs the data home to itself."""
+    from kbseek.operations import check_home, doctor
 
     with _errors(as_json):
-        kb = _open()
-        try:
-            result = doctor(kb, fix=fix)
-        finally:
-            kb.close()
+        if fix:
+            with owning("doctor --fix") as settings, _open_owned(settings) as kb:
+                result = doctor(kb, fix=True)
+        else:
+            result = check_home(_settings())
         if as_json:
             _print_json(result)
         else:
-            for name, check in result["checks"].items():
-                detail = ", ".join(f"{k}={v}" for k, v in check.items() if k != "ok")
-                out.print(f"{'ok ' if check['ok'] else 'BAD'} {name:<8} {detail}", highlight=False, markup=False)
-            at_open = {k: v for k, v in result["repaired_at_open"].items() if v}
-            if at_open:
-                out.print(f"opening the knowledge base repaired: {at_open}", highlight=False)
-            verdict = "healthy" if result["ok"] else ("repaired" if fix else "drift found: run 'kbseek doctor --fix'")
-            out.print(verdict, highlight=False)
+            _print_doctor(result, fix)
         if not result["ok"] and not fix:
             raise typer.Exit(1)
+
+
+def _print_doctor(result: dict[str, Any], fix: bool) -> None:
+    owner = result.get("owner")
+    if owner:
+        out.print(f"checked beside {owner['describe']}, which owns the data home: a write in flight can show as "
+                  "drift for a moment", highlight=False, markup=False)
+    for name, check in result["checks"].items():
+        state = {True: "ok ", False: "BAD", None: "-- "}[check["ok"]]
+        detail = ", ".join(f"{k}={v}" for k, v in check.items() if k != "ok")
+        out.print(f"{state} {name:<8} {detail}", highlight=False, markup=False)
+    at_open = {k: v for k, v in result["repaired_at_open"].items() if v}
+    if at_open:
+        out.print(f"opening the knowledge base repaired: {at_open}", highlight=False)
+    if result["ok"]:
+        verdict = "healthy"
+    elif fix:
+        verdict = "repaired"
+    elif owner and owner["url"]:
+        verdict = (f"drift found: check again, then repair through the server (POST {owner['url']}/api/reindex) "
+                   "or stop it and run 'kbseek doctor --fix'")
+    elif owner:
+        verdict = f"not everything checked while {owner['describe']} writes: run it again when that is done"
+    else:
+        verdict = "drift found: run 'kbseek doctor --fix'"
+    out.print(verdict, highlight=False, markup=False)
 
 
 @app.command("reindex")
 def reindex_command(as_json: JsonFlag = False) -> None:
     """Rebuild originals, indexes and every vector from the database (cached embeddings are reused)."""
-    from kbseek.interfaces.cli import _open
     from kbseek.operations import reindex
 
-    with _errors(as_json):
-        kb = _open()
-        try:
-            result = reindex(kb)
-        finally:
-            kb.close()
+    with _errors(as_json), owning("reindex") as settings, _open_owned(settings) as kb:
+        result = reindex(kb)
         if as_json:
             _print_json(result)
         else:
@@ -228,8 +253,8 @@ def restore_command(
     """Restore a backup into the data home; originals, indexes and vectors are rebuilt from it."""
     from kbseek.operations import restore
 
-    with _errors(as_json):
-        result = restore(archive, _settings(), force=force)
+    with _errors(as_json), owning("restore") as settings:
+        result = restore(archive, settings, force=force)
         if as_json:
             _print_json(result)
         else:

@@ -1,12 +1,35 @@
-"""``kbseek serve``: the REST API, the MCP endpoint and the metrics on one port."""
+"""``kbseek serve``: the REST API, the MCP endpoint and the metrics on one port.
+
+The server owns its data home (``kbseek.ownership``) from start to exit: a second server on the same home, or a
+writing CLI command, refuses and names it; reading commands run beside it. SIGTERM and Ctrl-C stop it cleanly and
+it exits 0, so ``make run`` and process supervisors see a normal stop rather than a death by signal.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from kbseek.interfaces.cli import _settings, app, err
+from kbseek.interfaces.cli import _errors, _settings, app, err
+from kbseek.ownership import HomeInUse, HomeLock, Owner
+
+
+def refusal(owner: Owner, home: Path) -> str:
+    """Why a second server does not start on a home.
+
+    >>> refusal(Owner(7, "kbseek serve", "http://127.0.0.1:8000"), Path("kb"))
+    'kb is already served by kbseek serve (pid 7, http://127.0.0.1:8000): use that server, or stop it first (one server per data home; --home picks another)'
+    >>> refusal(Owner(9, "kbseek ingest"), Path("kb"))
+    'kb is being written by kbseek ingest (pid 9): wait for it to finish, then start the server'
+    """
+    if owner.url:
+        return (f"{home} is already served by {owner.describe()}: use that server, or stop it first "
+                "(one server per data home; --home picks another)")
+    return f"{home} is being written by {owner.describe()}: wait for it to finish, then start the server"
 
 
 @app.command("serve")
@@ -22,25 +45,43 @@ def serve(
 
     from kbseek.interfaces.api import create_app
 
-    settings = _settings()
-    application = create_app(settings)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    base = f"http://{shown}:{port}"
-    err.print(f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
-              f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-              + ("" if settings.api_key else "\n  writes are open: set KBSEEK_API_KEY to require a key"),
-              highlight=False)
+    with _errors(False):
+        settings = _settings()
+        lock = HomeLock(settings.home)
+        try:
+            lock.acquire("kbseek serve", f"http://{shown}:{port}" if port else None)
+        except HomeInUse as exc:
+            raise HomeInUse(refusal(exc.owner, settings.home), owner=exc.owner) from None
+    try:
+        application = create_app(settings)
+        config = uvicorn.Config(application, host=host, port=port, log_level=settings.log_level.lower(),
+                                access_log=False, timeout_graceful_shutdown=10)
+        server = uvicorn.Server(config)
 
-    async def limit_threads() -> None:
-        anyio.to_thread.current_default_thread_limiter().total_tokens = workers_threads
+        def stop(_signum: int, _frame: Any) -> None:
+            # uvicorn puts its own handler in place while it serves and, once it has shut down, raises the signal
+            # again for the handler it found: this one, so the process ends normally instead of dying of it
+            server.should_exit = True
 
-    config = uvicorn.Config(application, host=host, port=port, log_level=settings.log_level.lower(),
-                            access_log=False, timeout_graceful_shutdown=10)
-    server = uvicorn.Server(config)
-    import asyncio
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop)
 
-    async def main() -> None:
-        await limit_threads()
-        await server.serve()
+        async def main() -> None:
+            anyio.to_thread.current_default_thread_limiter().total_tokens = workers_threads
+            serving = asyncio.ensure_future(server.serve())
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.05)
+            if server.started:
+                bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+                base = f"http://{shown}:{bound}"
+                lock.set_url(base)
+                err.print(f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
+                          f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
+                          + ("" if settings.api_key else "\n  writes are open: set KBSEEK_API_KEY to require a key"),
+                          highlight=False)
+            await serving
 
-    asyncio.run(main())
+        asyncio.run(main())
+    finally:
+        lock.release()
