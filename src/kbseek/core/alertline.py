@@ -93,20 +93,20 @@ _STATUS = re.compile(rf"[\[【(](?:{_STATUS_WORDS})(?:\s*:\s*\d+)?[\]】)]", re.
 _BRACKET_LEVEL = re.compile(rf"[\[<(]\s*(?:{_LEVEL_WORDS})\s*[\]>)]", re.IGNORECASE)
 _VALUE = r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;(){}\[\]\"']*)"  # a nested object or list is not a value
 _KEY_EQ = re.compile(
-    rf"(?<![\w.\-])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]*)[\"']?[ \t]?(?:=~|!~|!=|=)[ \t]?{_VALUE}")
+    rf"(?<![\w.\-])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]{{0,60}})[\"']?[ \t]?(?:=~|!~|!=|=)[ \t]?{_VALUE}")
 _KEY_COLON = re.compile(
-    rf"(?<![\w.\-/])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]*)[\"']?[ \t]?:(?!//)[ \t]*{_VALUE}")
+    rf"(?<![\w.\-/])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]{{0,60}})[\"']?[ \t]?:(?!//)[ \t]*{_VALUE}")
 _LEVEL_WORD = re.compile(
     r"(?<![\w.\-/])(?:(?i:critical|crit|warning|warn|info|debug|fatal|notice|severe|emerg)|ERROR|ERR|Error|ALERT|"
     r"TRIGGERED|ACKNOWLEDGED|RESOLVED|FIRING)(?![\w\-/])(?!\s*:?\s*\d)")
 _EVENT_TYPE = re.compile(r"(?m)^\s*(?:Normal|Warning)(?=\s+[A-Z][A-Za-z]+\b)")
-_URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\"'<>]+", re.IGNORECASE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.\-]{0,20}://[^\s\"'<>]+", re.IGNORECASE)
 _HTTP = re.compile(r"\b(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS)\s+(?=/)|\bHTTP/\d(?:\.\d)?\b")
 _COUNTERS = re.compile(r"(?<![\w#])#\d+\b|\b\d+#\d+\b|(?<![\w*])\*\d+\b|\(x\d+ over [^)]*\)")
 # Kubernetes names: a ReplicaSet hash then a pod suffix (or a suffix alone), from its alphabet, with a digit
-_K8S = "[bcdfghjklmnpqrstvwxz2456789]"
-_POD = re.compile(rf"\b(?:pods?/)?([a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)-(?=\w*\d){_K8S}{{6,10}}-{_K8S}{{5}}(?![a-z0-9\-])"
-                  rf"|\b(?:pods?/)?([a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)-(?=[a-z]*\d){_K8S}{{5}}(?![a-z0-9\-])")
+_K8S_NAME = re.compile(r"(?<![a-z0-9\-])[a-z0-9][a-z0-9\-]*(?![a-z0-9\-])")  # then split, not backtracked
+_RS_HASH = re.compile(r"(?=.*\d)[bcdfghjklmnpqrstvwxz2456789]{6,10}")
+_POD_SUFFIX = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{5}")
 _RESOURCE = re.compile(r"(?<![\w/])(?:pods?|nodes?|deployments?|deploy|statefulsets?|daemonsets?|services?|svc|"
                        r"replicasets?|rs|jobs?|namespaces?)/(?=\w)", re.IGNORECASE)
 _PORT = re.compile(r"(?<=[a-z0-9]):\d{2,5}(?![\w.])", re.IGNORECASE)
@@ -174,7 +174,7 @@ def clean(text: str) -> str:
     text = _HTTP.sub(" ", text)
     text = _COUNTERS.sub(" ", text)
     text = _RESOURCE.sub("", text)
-    text = _POD.sub(lambda m: m.group(1) or m.group(2), text)
+    text = _K8S_NAME.sub(_workload, text)
     text = strip_noise(text)
     text = _SLASH_DATE.sub(" ", text)
     text = _SHORT_HASH.sub(" ", text)
@@ -196,6 +196,19 @@ def _pair(match: re.Match[str], *, any_key: bool) -> str:
     if label in NOISE_LABELS or label in LEVEL_LABELS or _STATUS_OR_LEVEL.fullmatch(value):
         return " "
     return f" {value} "
+
+
+def _workload(match: re.Match[str]) -> str:
+    """A pod's name without its ReplicaSet hash and suffix (``payment-gateway-7d9f8b6c5-x2k4p`` →
+    ``payment-gateway``), or a DaemonSet pod's without its suffix; Kubernetes draws both from consonants and
+    digits. Any other name is returned as it is."""
+    name = match.group(0)
+    parts = name.split("-")
+    if len(parts) >= 3 and _POD_SUFFIX.fullmatch(parts[-1]) and _RS_HASH.fullmatch(parts[-2]):
+        return "-".join(parts[:-2])
+    if len(parts) >= 2 and _POD_SUFFIX.fullmatch(parts[-1]) and any(c.isdigit() for c in parts[-1]):
+        return "-".join(parts[:-1])
+    return name
 
 
 def _unquote(value: str) -> str:
