@@ -67,6 +67,45 @@ def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     assert view["documents"][0]["items"][0]["lanes"]["bm25"]["score_label"] == "bm25"
 
 
+ALERTMANAGER_LINE = ("[FIRING:1] HighCPUUsage (payment-gateway-7d9f8b6c5-x2k4p critical) instance=10.0.3.17:9100 "
+                     "namespace=prod value=97.3%")
+LEVEL_RANK = {"PRECISE": 0, "HIGHLY_RELEVANT": 1, "REFERENCE": 2}
+
+
+def read_in_order(answer) -> bool:
+    """Levels never rise down the answer, across documents and within each."""
+    levels = [LEVEL_RANK[e.level] for e in answer.documents]
+    return levels == sorted(levels) and all(
+        [LEVEL_RANK[p.level] for p in e.pieces] == sorted(LEVEL_RANK[p.level] for p in e.pieces) for e in answer.documents)
+
+
+def test_a_pasted_alertmanager_line_gets_evidence_pieces_from_its_runbook(default_stack_kb):
+    # the tool's most natural input, as `make run` serves it: the status prefix must not change the answer's shape
+    for query in (ALERTMANAGER_LINE, ALERTMANAGER_LINE.removeprefix("[FIRING:1] ")):
+        response = ask(default_stack_kb, query)
+        first = response.answer.documents[0]
+        assert first.document.path == "troubleshoot/high-cpu.md" and first.form == "chunks", render_text(response)
+        assert first.pieces and first.level == "PRECISE"  # L0's unique exact keyword match, and strong evidence
+        assert "HighCPUUsage" in first.pieces[0].text
+        assert response.answer.evidence_status == "complete" and read_in_order(response.answer)
+        assert response.query == query  # the agent's own line is what is reported and recorded
+
+
+@pytest.mark.parametrize("query", [
+    "[Triggered] #4187: DiskSpaceUsageHigh on node-prod-07 - Urgency: high",
+    "告警名称：KafkaConsumerLagHigh\n告警级别：严重\n实例：10.0.7.21:9308\n触发时间：2026-11-12 21:03:10",
+    "Warning  BackOff  3m12s (x14 over 9m)  kubelet  Back-off restarting failed container app in pod "
+    "order-service-6c8f9d7b4-kq2vn_order(4c1e7a52-9b0d-4f3e-8a61-2d5c7e9f1b30)",
+])
+def test_alert_lines_in_other_formats_get_pieces_from_their_runbook(default_stack_kb, query):
+    expected = {"Disk": "troubleshoot/disk-full.md", "Kafka": "troubleshoot/kafka-consumer-lag.md",
+                "BackOff": "troubleshoot/k8s-pod-crashloop.md"}
+    path = next(p for word, p in expected.items() if word in query)
+    answer = ask(default_stack_kb, query).answer
+    assert answer.documents[0].document.path == path and answer.documents[0].pieces
+    assert read_in_order(answer)
+
+
 @pytest.mark.parametrize("query", ["如何给 iOS 应用申请推送证书", "员工差旅报销需要哪些审批",
                                    "How do I configure SAML single sign-on for the admin console?"])
 def test_unrelated_question_gets_no_confident_match(default_stack_kb, query):

@@ -15,6 +15,7 @@ from typing import Any
 
 from kbseek import retrieval
 from kbseek.core import metrics as m
+from kbseek.core.analysis import clean_query
 from kbseek.core.answer import assemble
 from kbseek.core.keywords import DocumentMatch, KeywordHint
 from kbseek.evaluation import ANSWER_PREFIX, Dataset, DatasetError, JudgmentMapper, answer_chunks
@@ -91,7 +92,7 @@ def replay(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, poli
         for lane, found in case["candidates"].items():  # in the recorded (live) lane order
             found = found if lane == "l0" else found[:lane_depth]
             if lane == "dense":  # recorded as the store returned them: map summary vectors as a live lookup does
-                tokens = kb.indexes.analyzer.tokens(query.text)
+                tokens = kb.indexes.analyzer.tokens(clean_query(query.text))
                 lanes[lane], raw[lane] = retrieval.dense_lane(kb.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}

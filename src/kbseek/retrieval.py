@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbseek.core.analysis import clean_query
 from kbseek.core.fusion import l0_lane, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.relevance import GAP_RANK
@@ -82,6 +83,7 @@ class _Run:
 def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str | None,
             hint: KeywordHint | None, config: FusionConfig, threshold: float | None,
             only: frozenset[str] | None = None) -> _Run:
+    query = clean_query(query)  # a pasted alert or log line: its alert name, service and message, not its noise
     timings: dict[str, float] = {}
     notes: list[str] = []
     depth = max(top_k, config.lane_depth) if policy == "hybrid" else top_k
@@ -249,7 +251,7 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
                        "total": _ms(started, done)}
             details: dict[str, Any] = {}
             if explain:
-                details = {"query_tokens": indexes.analyzer.tokens(query), "analyzer_version": indexes.analyzer.version,
+                details = {"query_tokens": indexes.analyzer.tokens(clean_query(query)), "analyzer_version": indexes.analyzer.version,
                            "fusion": {"rrf_k": config.rrf_k, "weights": dict(config.weights)}}
             lane_sizes = " ".join(f"{lane}={len(found)}" for lane, found in (run.candidates or {}).items())
             log.info("L1 recall done: policy=%s lanes: %s fused=%d filter=%s relaxed=%s time=%.1fms", policy,

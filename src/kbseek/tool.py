@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbseek import retrieval
+from kbseek.core.analysis import clean_query
 from kbseek.core.answer import (
     Answer, Candidate, DocumentEvidence, DocumentInfo, assemble, compact_summary, dedup_key, join_chunks, metadata_only,
 )
@@ -144,9 +145,11 @@ def levelled(indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t
     """Each hit with its relevance level, in fused order.
 
     The thresholds gate the *question*: when no hit passes, there is no confident match and nothing is
-    returned. When one does, the fused ranking stands (it is what the evaluation measures) and hits
-    below the thresholds come as ``REFERENCE``: related, not confirmed."""
-    tokens = indexes.analyzer.tokens(query)
+    returned. When one does, every hit is kept and hits below the thresholds come as ``REFERENCE``: related,
+    not confirmed. The query is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's
+    labels and values would otherwise dilute the coverage). The answer then reads them strongest level first,
+    the fused rank within a level (``core.answer.reading_order``)."""
+    tokens = indexes.analyzer.tokens(clean_query(query))  # as the recall lanes saw it
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     l0 = _l0_status(hint)
     levels = []

@@ -10,7 +10,8 @@ from kbseek.core.answer import (
 )
 from kbseek.core.models import Chunk
 from kbseek.core.relevance import (
-    HIGHLY_RELEVANT, LEXICAL_ONLY, PRECISE, REFERENCE, Thresholds, level, strongest, thresholds_for,
+    HIGHLY_RELEVANT, LEVEL_ORDER as ORDER, LEXICAL_ONLY, PRECISE, REFERENCE, Thresholds, level, strongest,
+    thresholds_for,
 )
 
 T = Thresholds(0.87, 0.82, 0.8, 0.5, gap_high=0.02, gap_low=0.01)
@@ -45,3 +46,76 @@ def test_levels_follow_seed_001(sim, gap, cov, l0, expected):
     assert level(sim, gap, cov, l0, T) == expected
 
 
+
+
+def test_levels_never_rise_down_the_answer():
+    # fused order: a reference piece of A first, then a highly relevant piece of B, then A's precise piece
+    a1, b1, a2 = chunk("a", 1, "a one " * 40, "a1"), chunk("b", 1, "b one " * 40, "b1"), chunk("a", 2, "a two " * 40, "a2")
+    answer = assemble([cand(a1, REFERENCE, 0.9), cand(b1, HIGHLY_RELEVANT, 0.8), cand(a2, PRECISE, 0.7)],
+                      {"a": info("a"), "b": info("b")}, seen={})
+    assert [e.document.id for e in answer.documents] == ["a", "b"]  # A holds the precise piece
+    assert [p.anchor for p in answer.documents[0].pieces] == ["a2", "a1"]
+    assert [p.level for p in answer.documents[0].pieces] == [PRECISE, REFERENCE]
+    entries = [e.level for e in answer.documents]
+    assert entries == sorted(entries, key=ORDER.__getitem__)
+
+
+def test_a_reference_document_ranked_first_reads_after_a_highly_relevant_one():
+    ref, high = chunk("r", 1, "r " * 200, "r1"), chunk("h", 1, "h " * 200, "h1")
+    answer = assemble([cand(ref, REFERENCE, 0.9), cand(high, HIGHLY_RELEVANT, 0.5)], {"r": info("r"), "h": info("h")},
+                      seen={})
+    assert [(e.document.id, e.level) for e in answer.documents] == [("h", HIGHLY_RELEVANT), ("r", REFERENCE)]
+    # within a level the fused rank stands
+    r2 = chunk("q", 1, "q " * 200, "q1")
+    tie = assemble([cand(ref, REFERENCE, 0.9), cand(r2, REFERENCE, 0.5)], {"r": info("r"), "q": info("q")}, seen={})
+    assert [e.document.id for e in tie.documents] == ["r", "q"]
+
+
+def test_extra_entries_take_their_place_by_level():
+    ref = chunk("r", 1, "r " * 200, "r1")
+    summary = DocumentEvidence(info("s"), "metadata_only", HIGHLY_RELEVANT, content=metadata_only(info("s")))
+    answer = assemble([cand(ref, REFERENCE)], {"r": info("r")}, seen={}, extra=[summary])
+    assert [e.document.id for e in answer.documents] == ["s", "r"]
+
+
+OUTLINE = [{"heading": h, "anchor": h, "level": 2} for h in ("a1", "a2", "a3", "a4", "a5")]
+
+
+def five_pieces(doc: str = "a") -> list[Candidate]:
+    return [cand(chunk(doc, i, f"piece {i}. " * 30, f"a{i}", start=i * 1000), HIGHLY_RELEVANT, 1 - i / 10)
+            for i in range(1, 6)]
+
+
+def test_the_per_document_cap_is_named_as_the_limit_and_leaves_the_evidence_complete():
+    answer = assemble(five_pieces(), {"a": info("a", OUTLINE)}, seen={}, per_document=3, budget_chars=100_000)
+    assert len(answer.documents[0].pieces) == 3 and answer.evidence_status == "complete"
+    assert answer.omitted == 2
+    sentence = answer.completeness
+    assert "At most 3 piece(s) per document: 2 more matching piece(s) not shown" in sentence
+    assert "ops/a.md#a4, ops/a.md#a5" in sentence and "section=PATH#ANCHOR" in sentence
+    assert "budget" not in sentence
+
+
+def test_the_budget_is_named_when_it_cut_and_the_evidence_is_partial():
+    answer = assemble(five_pieces(), {"a": info("a", OUTLINE)}, seen={}, per_document=5, budget_chars=400)
+    assert answer.evidence_status == "partial"
+    sentence = answer.completeness
+    assert "Cut to the 400-character budget" in sentence and "left out" in sentence
+    assert "per document" not in sentence
+
+
+def test_both_limits_are_named_when_both_cut():
+    # A's first two pieces fill most of the budget, the cap holds back its other three, B finds no room left
+    answer = assemble(five_pieces("a") + five_pieces("b")[:2], {"a": info("a", OUTLINE), "b": info("b")}, seen={},
+                      per_document=2, budget_chars=600)
+    sentence = answer.completeness
+    assert [e.document.id for e in answer.documents] == ["a"] and answer.evidence_status == "partial"
+    assert "Cut to the 600-character budget (2 item(s) left out)" in sentence
+    assert "At most 2 piece(s) per document: 3 more matching piece(s) not shown" in sentence
+
+
+def test_nothing_limited_says_so():
+    answer = assemble(five_pieces()[:2], {"a": info("a", OUTLINE)}, seen={}, per_document=3, budget_chars=100_000)
+    assert answer.evidence_status == "complete" and answer.omitted == 0
+    assert "Nothing was held back by the budget or the per-document cap." in answer.completeness
+    assert "budget (" not in answer.completeness and "not shown" not in answer.completeness

@@ -25,24 +25,12 @@ import jieba
 import Stemmer
 
 from kbseek.core import stopwords
+from kbseek.core.alertline import clean as clean_query
+from kbseek.core.alertline import strip_noise
 
 RULES_VERSION = "a3"
 jieba.setLogLevel(logging.WARNING)
 
-_NOISE = re.compile(
-    r"""
-    \{\{.*?\}\}                                            # {{ $labels.instance }}
-  | \$labels\.\w+ | \$value\b
-  | \{[^{}\s]{1,60}\}                                      # {namespace}
-  | \b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b   # UUID
-  | \b\d{4}-\d{2}-\d{2}(?:[T\s]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b
-  | \b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b                      # 14:00:00.123
-  | \b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b               # IPv4[:port]
-  | \b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}\b               # IPv6
-  | \b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b     # hashes, trace ids
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
 _SEGMENTS = re.compile(
     r"(?P<id>[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?)"
     r"|(?P<cjk>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)"
@@ -66,11 +54,6 @@ def _is_noise(chunk: str) -> bool:
 def normalize(text: str) -> str:
     """NFKC and lower-case: full-width letters and digits become ASCII (``ＥＲＲ`` → ``err``)."""
     return unicodedata.normalize("NFKC", text).lower()
-
-
-def strip_noise(text: str) -> str:
-    """Blank out IPs, UUIDs, timestamps, hashes and template placeholders."""
-    return _NOISE.sub(" ", text)
 
 
 def identifier_tokens(raw: str) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbseek.core.models import Chunk
-from kbseek.core.relevance import DEDUPED, NO_CONFIDENT_MATCH, REFERENCE, strongest
+from kbseek.core.relevance import DEDUPED, HIGHLY_RELEVANT, LEVEL_ORDER, NO_CONFIDENT_MATCH, REFERENCE, strongest
 from kbseek.core.results import LaneScore
 
 LONG_DOCUMENT_CHARS = 3000
@@ -166,10 +166,14 @@ def source_url(template: str | None, doc: DocumentInfo, anchor: str = "", line: 
 
 @dataclass(slots=True)
 class Budget:
+    """What limited an answer: the character budget (pieces dropped, pieces shortened) and the per-document cap
+    (further matching pieces of a document already given, by document path and anchor)."""
+
     limit: int
     per_document: int
     used: int = 0
-    omitted: int = 0
+    omitted: int = 0  # pieces or entries left out for the budget
+    capped: dict[str, list[str]] = field(default_factory=dict)  # document path -> anchors held back by the cap
 
     def take(self, text: str) -> tuple[str, bool] | None:
         room = self.limit - self.used
@@ -179,6 +183,32 @@ class Budget:
         text, truncated = cut(text, room)
         self.used += len(text)
         return text, truncated
+
+    def cap(self, path: str, anchor: str) -> None:
+        self.capped.setdefault(path, []).append(anchor)
+
+    @property
+    def capped_pieces(self) -> int:
+        return sum(len(anchors) for anchors in self.capped.values())
+
+
+def reading_order(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` as the agent reads them: the strongest level first, the fused rank within a level.
+
+    Levels and rank come from different signals: a level is a calibrated judgement of one hit's own evidence
+    (its cosine, how far that stands above the query's background, the query weight it covers, L0), the fused
+    rank a relative score across lanes. They can disagree (the L0 lane can rank first a chunk of the keyword's
+    document that covers little of the query). Forcing levels to follow the rank would make a label lie about
+    its own signals (demoting a strong hit, or promoting a weak one); so the order follows the levels, and the
+    fused rank, which is what the evaluation measures, decides within a level. Down the list levels never rise,
+    and the budget and the per-document cap spend themselves in that order too.
+
+    >>> a, b = (Candidate((Chunk(i, i, 0, 1, "", "", (), "", "", "", "", "", 0, 0, 1, 1),), 1.0, {}, lvl)
+    ...         for i, lvl in (("a", REFERENCE), ("b", HIGHLY_RELEVANT)))
+    >>> [c.level for c in reading_order([a, b])]
+    ['HIGHLY_RELEVANT', 'REFERENCE']
+    """
+    return sorted(candidates, key=lambda c: LEVEL_ORDER[c.level])  # stable: the fused rank within a level
 
 
 def assemble(
@@ -194,13 +224,14 @@ def assemble(
 ) -> Answer:
     """Group ``candidates`` (best first, already levelled) by document under the caps and budget.
 
+    Documents and pieces come in reading order (``reading_order``): levels never rise down the answer.
     ``seen`` maps dedup keys to the session call that first gave them; those become pointers.
-    ``extra`` are non-chunk entries (compact summaries, metadata-only L0 matches) placed after.
+    ``extra`` are non-chunk entries (compact summaries, metadata-only L0 matches) placed after, in level order.
     """
     budget = Budget(budget_chars, per_document)
     grouped: dict[str, list[Piece]] = {}
     deduplicated: dict[str, Deduplicated] = {}
-    for cand in candidates:
+    for cand in reading_order(candidates):
         first = cand.chunks[0]
         doc = documents[cand.document_id]
         key = dedup_key(first, dedup_mode)
@@ -213,7 +244,7 @@ def assemble(
             continue
         pieces = grouped.setdefault(doc.id, [])
         if len(pieces) >= per_document:
-            budget.omitted += 1
+            budget.cap(doc.path, first.anchor)
             continue
         taken = budget.take(join_chunks(cand.chunks))
         if taken is None:
@@ -229,7 +260,7 @@ def assemble(
                          source_url=source_url(url_template, documents[d], pieces[0].anchor, pieces[0].line_start))
         for d, pieces in grouped.items()
     ]
-    for entry in extra or []:
+    for entry in sorted(extra or [], key=lambda e: LEVEL_ORDER[e.level]):
         doc = entry.document
         if doc.id in grouped:
             continue
@@ -241,6 +272,7 @@ def assemble(
         if taken is not None:
             entries.append(DocumentEvidence(doc, entry.form, entry.level, content=taken[0],
                                             source_url=source_url(url_template, doc)))
+    entries.sort(key=lambda e: LEVEL_ORDER[e.level])  # stable; an extra entry may outrank reference chunks
     levels = [e.level for e in entries]
     truncated = any(p.truncated for e in entries for p in e.pieces)
     if not entries and not deduplicated:
@@ -248,7 +280,7 @@ def assemble(
     elif budget.omitted or truncated or (levels and strongest(levels) == REFERENCE):
         evidence_status = "partial"
     else:
-        evidence_status = "complete"
+        evidence_status = "complete"  # the per-document cap alone leaves it complete: see ``completeness``
     return Answer(
         status="answer" if entries or deduplicated else "no_confident_match",
         level=strongest(levels) if levels else (DEDUPED if deduplicated else NO_CONFIDENT_MATCH),
@@ -258,13 +290,27 @@ def assemble(
         completeness=completeness(entries, list(deduplicated.values()), budget, truncated),
         chars=budget.used,
         budget=budget_chars,
-        omitted=budget.omitted,
+        omitted=budget.omitted + budget.capped_pieces,
     )
+
+
+MAX_NAMED_ANCHORS = 3  # per capped document in the completeness sentence
 
 
 def completeness(entries: list[DocumentEvidence], deduplicated: list[Deduplicated], budget: Budget,
                  truncated: bool) -> str:
-    """One sentence telling the agent how far to trust this answer and how to get more."""
+    """One sentence telling the agent how far to trust this answer, what limited it and how to get more.
+
+    What limited it is named as it was: the character budget (pieces left out or shortened: the evidence is
+    ``partial``), the per-document cap (further matching pieces of a document already given, named by
+    ``path#anchor`` so one ``section`` call fetches them), or nothing. The cap alone does not make the evidence
+    partial: every matching document is in the answer with its best pieces, and the rest is named here.
+
+    >>> b = Budget(6000, 3)
+    >>> b.cap("ops/cpu.md", "steps"); b.cap("ops/cpu.md", "")
+    >>> completeness([], [], b, False)  # nothing given: no confident match
+    'No confident match in the knowledge base: do not cite it for this question; rephrase with an error code, alert name or component, or treat the topic as not documented.'
+    """
     if not entries and not deduplicated:
         return ("No confident match in the knowledge base: do not cite it for this question; rephrase with an "
                 "error code, alert name or component, or treat the topic as not documented.")
@@ -279,9 +325,25 @@ def completeness(entries: list[DocumentEvidence], deduplicated: list[Deduplicate
         notes.append(f"{len(deduplicated)} item(s) already given earlier in this session (call "
                      f"{', '.join(map(str, calls))}); not repeated.")
     if budget.omitted or truncated:
-        notes.append(f"Cut to the {budget.limit}-character budget ({budget.omitted} item(s) left out); ask for a "
-                     "document section (section=PATH#ANCHOR) or expand=section for the full text.")
+        cut_note = []
+        if budget.omitted:
+            cut_note.append(f"{budget.omitted} item(s) left out")
+        if truncated:
+            cut_note.append("pieces shortened")
+        notes.append(f"Cut to the {budget.limit}-character budget ({', '.join(cut_note)}); ask for a document "
+                     "section (section=PATH#ANCHOR), a larger budget_chars or expand=section for the full text.")
+    if budget.capped:
+        named = []
+        for path, anchors in budget.capped.items():
+            unique = list(dict.fromkeys(anchors))
+            shown = ", ".join(f"{path}#{a}" if a else path for a in unique[:MAX_NAMED_ANCHORS])
+            more = f" and {len(unique) - MAX_NAMED_ANCHORS} more" if len(unique) > MAX_NAMED_ANCHORS else ""
+            named.append(shown + more)
+        notes.append(f"At most {budget.per_document} piece(s) per document: {budget.capped_pieces} more matching "
+                     f"piece(s) not shown ({'; '.join(named)}); get one with section=PATH#ANCHOR.")
     sections = sum(1 for e in entries for s in e.document.outline) - sum(len(e.pieces) for e in entries)
-    if sections > 0 and not (budget.omitted or truncated):
+    if sections > 0 and not (budget.omitted or truncated or budget.capped):
         notes.append("Other sections of these documents are listed in available_sections.")
+    if not (budget.omitted or truncated or budget.capped) and entries:
+        notes.append("Nothing was held back by the budget or the per-document cap.")
     return " ".join(notes)

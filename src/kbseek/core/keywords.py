@@ -25,7 +25,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kbseek.core.analysis import Analyzer, identifier_tokens, normalize
+from kbseek.core.analysis import Analyzer, clean_query, identifier_tokens, normalize
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?")
 
@@ -164,6 +164,7 @@ class KeywordIndex:
 
     def analyze_query(self, query: str, *, limit: int = 10) -> KeywordHint:
         """Score every document whose frontmatter shares a token with ``query``."""
+        query = clean_query(query)  # a pasted alert line: its alert name and service, not its labels
         norm = normalize(query)
         query_tokens = set(self.analyzer.tokens(query))
         # parts of a query identifier (``high`` of ``KafkaConsumerLagHigh``) are weaker than words

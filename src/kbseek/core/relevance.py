@@ -25,7 +25,7 @@ from dataclasses import dataclass
 PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED = "PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED"
 LEVELS = (PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED)
 NO_CONFIDENT_MATCH = "NO_CONFIDENT_MATCH"
-_ORDER = {PRECISE: 0, HIGHLY_RELEVANT: 1, REFERENCE: 2, DEDUPED: 3, NO_CONFIDENT_MATCH: 4}
+LEVEL_ORDER = {PRECISE: 0, HIGHLY_RELEVANT: 1, REFERENCE: 2, DEDUPED: 3, NO_CONFIDENT_MATCH: 4}  # strongest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,4 +87,4 @@ def level(similarity: float | None, gap: float, coverage: float, l0: str, t: Thr
 
 def strongest(levels: list[str]) -> str:
     """The best level among ``levels`` (``NO_CONFIDENT_MATCH`` when empty)."""
-    return min(levels, key=_ORDER.__getitem__, default=NO_CONFIDENT_MATCH)
+    return min(levels, key=LEVEL_ORDER.__getitem__, default=NO_CONFIDENT_MATCH)
