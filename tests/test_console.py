@@ -495,3 +495,34 @@ def test_console_language_and_keyboard(served, browser):
         return [...document.querySelectorAll('input, select, textarea')].filter((el) =>
           !(el.labels && el.labels.length) && !el.getAttribute('aria-label')).map((el) => el.outerHTML);""")
     assert unlabelled == []
+
+
+@pytest.mark.parametrize("k", [[0], [-1], [101], [1, 2**63]])
+def test_evaluation_cut_offs_are_bounded(client, console_settings, k):
+    seeded_cases(console_settings.golden_cases_path, console_settings.knowledge_base_dir)
+    refused = client.post("/api/eval/runs", json={"policies": ["lexical"], "k": k, "save": False})
+    assert refused.status_code == 422 and refused.json()["error"]["message"].startswith("k."), refused.text
+
+
+def test_api_docs_are_served_from_the_package(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert assets and not [a for a in assets if "//" in a]  # nothing from a CDN
+    for asset in assets:
+        loaded = client.get("/" + asset)
+        assert loaded.status_code == 200 and len(loaded.content) > 100, asset
+    assert client.get("/docs/assets/index.html").status_code == 404  # only the files the page needs
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"  # "Authorize" sends the key
+
+
+def test_api_docs_render_offline_under_the_csp(served, browser):
+    """/docs in the browser: Swagger UI from the package (this machine has no internet), under the console's CSP."""
+    base, _ = served
+    page = Page(browser, base)
+    browser.get(f"{base}/docs")
+    page.text_in(".opblock-summary-path", "/api/lookup", "/api/documents")
+    page.find(".authorize")  # the Bearer key can be given
+    page.shot("api-docs")
+    assert page.errors() == []

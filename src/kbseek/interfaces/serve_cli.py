@@ -23,12 +23,12 @@ def serve(
     from kbseek.interfaces.api import create_app
 
     settings = _settings()
-    application = create_app(settings)
+    application = create_app(settings, bind_host=host)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     base = f"http://{shown}:{port}"
     err.print(f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
               f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-              + ("" if settings.api_key else "\n  writes are open: set KBSEEK_API_KEY to require a key"),
+              + f"\n  {application.state.runtime.keys.describe_writes()}",
               highlight=False)
 
     async def limit_threads() -> None:
