@@ -183,7 +183,8 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
               summary="Upload one or many Markdown documents (multipart field 'files')",
               description="Each file gets its report. 201: all stored; 200: nothing new (all unchanged); 207: some "
                           "stored, some failed (see each report's status); when every file failed, the error of "
-                          "their shared code (e.g. 413) or 422, with the reports under 'documents'.",
+                          "their shared code (e.g. 413) or 422, and for several files their reports under "
+                          "'documents'.",
               responses={207: {"description": "Some files stored, some failed"},
                          422: {"description": "No file stored"}})
     def upload(principal: Write, files: Annotated[list[UploadFile], File(description="Markdown files")],
@@ -199,8 +200,10 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         if failed and len(failed) == len(reports):
             codes = {r["error_code"] or "document_error" for r in failed}
             code = codes.pop() if len(codes) == 1 else "documents_failed"
-            message = failed[0]["reason"] if len(failed) == 1 else f"none of the {len(failed)} files was stored"
-            body = error_body(code, message, "each file's report is under 'documents'") | {"documents": reports}
+            if len(failed) == 1:  # one file: its error, as for any request
+                raise ApiError(_upload_status(code), code, failed[0]["reason"])
+            body = error_body(code, f"none of the {len(failed)} files was stored",
+                              "each file's report is under 'documents'") | {"documents": reports}
             return JSONResponse(body, status_code=_upload_status(code))
         stored = any(r["status"] in ("added", "updated") for r in reports)
         return JSONResponse({"documents": reports}, status_code=207 if failed else 201 if stored else 200)
