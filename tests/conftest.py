@@ -16,6 +16,8 @@ from kbseek.settings import Settings
 # Most tests exercise storage and the lexical lanes; embedding costs ~0.1 s a chunk, so the dense
 # lane is switched on only by the tests about it (tests/test_dense.py).
 os.environ.setdefault("KBSEEK_EMBEDDER", "none")
+# FastAPI's TestClient sends "Host: testserver"; the server answers only to names it knows (DNS rebinding)
+os.environ.setdefault("KBSEEK_ALLOWED_HOSTS", '["testserver"]')
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

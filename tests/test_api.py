@@ -79,7 +79,7 @@ def test_many_uploads_report_each_file(client):
     files = [("files", ("a.md", PAY.encode(), "text/markdown")),
              ("files", ("b.md", b"---\ntitle: [unclosed\n---\n# b", "text/markdown"))]
     result = client.post("/api/documents", files=files, data={"category": "ops"})
-    assert result.status_code == 201
+    assert result.status_code == 207  # Multi-Status: one stored, one failed
     a, b = result.json()["documents"]
     assert (a["status"], a["path"]) == ("added", "ops/a.md")
     assert b["status"] == "failed" and b["error_code"] == "frontmatter_error" and "b.md" in b["reason"]
@@ -151,7 +151,10 @@ def test_upload_errors(client, settings):
     assert not_md.status_code in (400, 422) and "notes.exe" in not_md.json()["error"]["message"]
     big = upload(client, "big.md", "# 大\n\n" + "很" * (settings.max_file_bytes // 3 + 10))
     assert big.status_code == 413 and "limit" in big.json()["error"]["message"]
-    assert client.post("/api/documents", data={"category": "x"}).status_code == 422  # no file part
+    no_file = client.post("/api/documents", files={"category": (None, "x")})  # multipart without a file part
+    assert no_file.status_code == 422 and "files" in no_file.json()["error"]["message"]
+    form = client.post("/api/documents", data={"category": "x"})  # a plain form: what any web page may post
+    assert form.status_code == 415 and form.json()["error"]["code"] == "unsupported_media_type"
     assert client.delete("/api/documents/api/none.md").status_code == 404
     assert client.get("/api/search/similar", params={"query": "x", "top_k": "ten"}).json()["error"]["message"] \
         .startswith("query.top_k")
@@ -269,3 +272,47 @@ def test_served_uploads_get_their_vectors_in_the_background(tmp_path):
         assert kb.indexes.wait_for_vectors(60)
         vectors = kb.indexes.dense.store.ids()  # no vector outlives its chunk or document
         assert all(k in kb.indexes.chunks or k[1:] in kb.indexes.documents for k in vectors)
+
+
+def test_put_takes_files_like_post_and_says_so(client):
+    assert upload(client, "pay-timeout.md", PAY).status_code == 201
+    new = PAY.replace("keepalive_timeout", "proxy_read_timeout").encode()
+    by_files = client.put("/api/documents/api/pay-timeout.md", files=[("files", ("x.md", new, "text/markdown"))])
+    assert by_files.status_code == 200 and by_files.json()["status"] == "updated", by_files.text
+    by_file = client.put("/api/documents/api/pay-timeout.md", files={"file": ("x.md", PAY.encode())})
+    assert by_file.status_code == 200 and by_file.json()["status"] == "updated"  # the older name still works
+    two = client.put("/api/documents/api/pay-timeout.md", files=[("files", ("a.md", new)), ("files", ("b.md", new))])
+    assert two.status_code == 422 and "exactly one" in two.json()["error"]["message"]
+    spec = client.get("/openapi.json").json()
+    ref = spec["paths"]["/api/documents/{path}"]["put"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    form = spec["components"]["schemas"][ref["$ref"].rsplit("/", 1)[-1]]
+    assert {"files", "file"} <= set(form["properties"])
+
+
+def test_a_partly_failed_batch_is_multi_status_and_a_failed_one_an_error(client):
+    bad_yaml = b"---\ntitle: [unclosed\n---\n# b"
+    batch = [("files", ("good.md", PAY.encode(), "text/markdown")), ("files", ("bad.md", bad_yaml, "text/markdown")),
+             ("files", ("bin.md", b"\x00\x01" * 20, "text/markdown")), ("files", ("x.exe", b"# x", "text/plain"))]
+    partly = client.post("/api/documents", files=batch, data={"category": "ops"})
+    assert partly.status_code == 207, partly.text
+    assert [r["status"] for r in partly.json()["documents"]] == ["added", "failed", "failed", "failed"]
+    none = client.post("/api/documents", files=batch[1:], data={"category": "ops"})
+    assert none.status_code == 422 and none.json()["error"]["code"] == "documents_failed"
+    assert [r["error_code"] for r in none.json()["documents"]] == \
+        [r["error_code"] for r in partly.json()["documents"][1:]]
+    again = client.post("/api/documents", files=batch[:1], data={"category": "ops"})
+    assert again.status_code == 200 and again.json()["documents"][0]["status"] == "unchanged"
+
+
+def test_rest_hints_name_rest_routes(client):
+    missing = client.delete("/api/documents/api/none.md")
+    assert missing.status_code == 404 and missing.json()["error"]["hint"] == "see GET /api/documents"
+    section = client.post("/api/lookup", json={"query": "x", "section": "api/none.md#x"})
+    assert section.status_code == 404 and "kbseek " not in json.dumps(section.json())
+
+
+@pytest.mark.parametrize("route", ["/api/invocations", "/api/audit"])
+@pytest.mark.parametrize("since", ["99999999d", "9" * 5000 + "w", "yesterday"])
+def test_since_out_of_range_is_a_422_naming_it(client, route, since):
+    response = client.get(route, params={"since": since})
+    assert response.status_code == 422 and response.json()["error"]["message"].startswith("query.since")

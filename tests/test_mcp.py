@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import anyio
+import httpx
 import jsonschema
 import pytest
 import uvicorn
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from starlette.applications import Starlette
@@ -283,3 +286,44 @@ def test_a_knowledge_base_still_loading_is_a_tool_error(kb):
         assert not (await client.call_tool("lookup_knowledge", LOOKUP)).is_error
 
     session(server, check)
+
+
+def test_a_client_without_the_key_is_told_what_to_send(kb):
+    """Over HTTP with a read key set, the SDK's client shows the refusal's words (a JSON-RPC error body), not a
+    bare "Server returned an error response"."""
+    from kbseek.interfaces.api import create_app
+
+    app = create_app(kb.settings.model_copy(update={"read_api_key": "r-mcp"}), kb=kb)
+
+    async def check(client):
+        await client.list_tools()
+
+    with _serving(app) as base:
+        refused = pytest.RaisesExc(MCPError, match=r"needs 'Authorization: Bearer <key>'")
+        with pytest.RaisesGroup(refused, flatten_subgroups=True):  # raised out of the client's task group
+            session(f"{base}/mcp", check)
+        wrong = httpx.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+                           headers={"Authorization": "Bearer guess", "Accept": "application/json, text/event-stream"})
+        assert wrong.status_code == 403 and wrong.headers["content-type"] == "application/json"
+        assert wrong.json()["error"]["data"]["code"] == "forbidden" and wrong.json()["jsonrpc"] == "2.0"
+
+        async def keyed(client):
+            assert [t.name for t in (await client.list_tools()).tools] == list(TOOLS)
+
+        async def main():
+            async with create_mcp_http_client(headers={"Authorization": "Bearer r-mcp"}) as http:
+                async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+                    await keyed(client)
+        anyio.run(main)
+
+
+def test_no_idle_stream_is_held_open(kb):
+    """The server is stateless and never sends a message of its own: a GET for such a stream gets 405 at once
+    (it was held open forever: 1,200 idle streams were accepted)."""
+    from kbseek.interfaces.api import create_app
+
+    with _serving(create_app(kb=kb)) as base:
+        for _ in range(3):  # streamed: an accepted stream shows its status without being read (it never ends)
+            with httpx.stream("GET", f"{base}/mcp", headers={"Accept": "text/event-stream"}, timeout=30) as response:
+                assert response.status_code == 405 and response.headers["allow"] == "POST"
+                assert "stateless" in json.loads(response.read())["error"]["message"]

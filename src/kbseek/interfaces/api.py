@@ -15,19 +15,17 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.routing import Route
 
 from kbseek.errors import KbseekError
+from kbseek.interfaces import api_errors
 from kbseek.interfaces.answers import legacy_view, render_text, response_view
-from kbseek.interfaces.api_guard import (
-    STATUS, ApiError, BodyLimit, McpGuard, Principal, error_body, reader, status_of, writer,
-)
+from kbseek.interfaces.api_guard import STATUS, ApiError, Keys, McpGuard, Principal, error_body, reader, writer
+from kbseek.interfaces.request_guard import BodyLimit, HostNames, RequestGuard
 from kbseek.interfaces.views import document_view, search_view
 from kbseek.logs import actor_scope, configure_logging
+from kbseek.redact import redact
 from kbseek.settings import Settings
 from kbseek.telemetry import CONTENT_TYPE
 
@@ -40,8 +38,10 @@ class Runtime:
 
     def __init__(self, settings: Settings, kb: Any = None) -> None:
         self.settings = settings
+        self.keys = Keys(settings)
         self._kb = kb
-        self.error: str | None = None
+        self.error: str | None = None  # why it could not be opened, for a 503 body
+        self.reason: str | None = None  # the same for /ready, with the failure's (masked) details
         self.started = time.monotonic()
         self.ready_after_s: float | None = 0.0 if kb is not None else None
         self.owns_kb = kb is None
@@ -53,13 +53,22 @@ class Runtime:
             self._kb = KnowledgeBase.open(self.settings)
             self.ready_after_s = round(time.monotonic() - self.started, 3)
         except Exception as exc:  # reported by /ready, never a silent half-start
-            self.error = f"{type(exc).__name__}: {exc}"
+            detail = f"{type(exc).__name__}: {redact(str(exc))}"
+            log.error("the knowledge base could not be opened: %s", detail)
+            # /ready (no key needed) says what failed, credentials masked and the data home's path left out;
+            # every other route answers a clean 503
+            for home in {str(self.settings.home.resolve()), str(self.settings.home)}:
+                detail = detail.replace(home, "<home>")
+            self.reason = detail
+            code = exc.code if isinstance(exc, KbseekError) else "startup_error"
+            self.error = f"the knowledge base could not be opened ({code})"
 
     @property
     def kb(self) -> Any:
         if self._kb is None:
             raise ApiError(503, "starting" if self.error is None else "unavailable",
-                           self.error or "the knowledge base is still loading; see /ready")
+                           self.error or "the knowledge base is still loading",
+                           hint="see GET /ready" + ("" if self.error is None else " and the server log"))
         return self._kb
 
     def close(self) -> None:
@@ -67,8 +76,10 @@ class Runtime:
             self._kb.close()
 
 
-def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = True) -> FastAPI:
-    """The API over ``settings`` (or over an already open ``kb``, e.g. in tests); ``/mcp`` when ``mcp``."""
+def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = True,
+               bind_host: str | None = None) -> FastAPI:
+    """The API over ``settings`` (or over an already open ``kb``, e.g. in tests); ``/mcp`` when ``mcp``.
+    ``bind_host``: the address served (``kbseek serve --host``), a host name the server then answers to."""
     settings = settings or (kb.settings if kb is not None else Settings())
     if "vectors_in_background" not in settings.model_fields_set:  # a served upload answers before its vectors
         settings = settings.model_copy(update={"vectors_in_background": True})
@@ -78,7 +89,7 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
     if mcp:
         from kbseek.interfaces.mcp_server import streamable_http_app
 
-        # Host headers are not checked here: McpGuard checks the Origin (the DNS-rebinding defence) and the key
+        # the SDK's Host and Origin checks are off: RequestGuard checks Host on every route, McpGuard the Origin
         mcp_app = streamable_http_app(lambda: runtime.kb, path="/mcp", allowed_hosts=["*"])
 
     @contextlib.asynccontextmanager
@@ -95,56 +106,42 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
             opener.join(timeout=60)
         runtime.close()
 
-    app = FastAPI(title="kbseek", version=API_VERSION, lifespan=lifespan,
+    app = FastAPI(title="kbseek", version=API_VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Knowledge retrieval for AIOps agents: documents, lookup_knowledge, traces, metrics.")
     app.state.runtime = runtime
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
-    _errors(app)
+    app.add_middleware(RequestGuard, keys=runtime.keys, hosts=HostNames(settings.allowed_hosts, bind_host=bind_host),
+                       allowed_origins=settings.allowed_origins, access_of=lambda scope: access_of(app, scope))
+    api_errors.install(app)
     _routes(app, runtime)
     if mcp_app is not None:  # served at /mcp exactly (no redirect to /mcp/, which some clients do not follow)
         endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp").endpoint
-        app.router.routes.append(Route("/mcp", endpoint=McpGuard(endpoint, settings), include_in_schema=False))
+        app.router.routes.append(Route("/mcp", endpoint=McpGuard(endpoint, settings, runtime.keys),
+                                       include_in_schema=False))
+    from kbseek.interfaces.api_docs import register_docs
     from kbseek.interfaces.console import register_console
+    register_docs(app)
     register_console(app, runtime)
     return app
 
 
-def _errors(app: FastAPI) -> None:
-    @app.exception_handler(KbseekError)
-    async def kbseek_error(_: Request, exc: KbseekError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message, exc.hint), status_code=status_of(exc))
+def access_of(app: FastAPI, scope: dict[str, Any]) -> str:
+    """What the route of a request needs, "read" or "write", from its key dependency; "write" when no route
+    matches (an unknown route must not be a way around the key)."""
+    from starlette.routing import Match
 
-    @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message, exc.hint), status_code=exc.status,
-                            headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = []
-        for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"] if p != "body") or "body"
-            problems.append(f"{where}: {e['msg']}")
-        code = "invalid_json" if any(e["type"] == "json_invalid" for e in exc.errors()) else "invalid_request"
-        return JSONResponse(error_body(code, "; ".join(problems)), status_code=422 if code != "invalid_json" else 400)
-
-    @app.exception_handler(SQLAlchemyError)
-    async def database_down(_: Request, exc: SQLAlchemyError) -> JSONResponse:
-        log.warning("database unavailable: %s", exc.__class__.__name__)
-        return JSONResponse(error_body("database_unavailable", f"the database is unavailable "
-                                       f"({exc.__class__.__name__}); retry shortly", "see GET /ready"),
-                            status_code=503, headers={"Retry-After": "5"})
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+    for route in app.router.routes:
+        dependant = getattr(route, "dependant", None)
+        if dependant is None or route.matches(scope)[0] != Match.FULL:
+            continue
+        needs = {getattr(d.call, "kbseek_access", None) for d in dependant.dependencies}
+        return "read" if needs == {"read"} else "write"
+    return "write"
 
 
 def _routes(app: FastAPI, runtime: Runtime) -> None:
-    settings = runtime.settings
-    Read = Annotated[Principal, Depends(reader(settings))]
-    Write = Annotated[Principal, Depends(writer(settings))]
+    Read = Annotated[Principal, Depends(reader(runtime.keys))]
+    Write = Annotated[Principal, Depends(writer(runtime.keys))]
 
     @app.get("/health", tags=["operations"], summary="Liveness: the process answers")
     def health() -> dict[str, Any]:
@@ -155,12 +152,13 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         checks: dict[str, Any] = {}
         kb = runtime._kb
         if kb is None:
-            body = {"ready": False, "reason": runtime.error or "starting", "checks": checks}
+            body = {"ready": False, "reason": runtime.reason or "starting", "checks": checks}
             return JSONResponse(body, status_code=503)
         try:
             checks["database"] = {"ok": True, "documents": kb.repository.count()}
-        except Exception as exc:
-            checks["database"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # /ready needs no key: the class only, the details in the log
+            log.warning("readiness: the database check failed: %s", redact(str(exc)))
+            checks["database"] = {"ok": False, "error": type(exc).__name__}
         dense = kb.indexes.dense
         checks["vector_store"] = ({"ok": True, "kind": "none (lexical only)"} if dense is None else
                                   {"ok": True, "store": dense.store.name, "model": dense.model_id, "fallback": dense.fallback,
@@ -182,7 +180,13 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
     # -- documents ---------------------------------------------------------------------------
 
     @app.post("/api/documents", tags=["documents"], status_code=201,
-              summary="Upload one or many Markdown documents (multipart field 'files')")
+              summary="Upload one or many Markdown documents (multipart field 'files')",
+              description="Each file gets its report. 201: all stored; 200: nothing new (all unchanged); 207: some "
+                          "stored, some failed (see each report's status); when every file failed, the error of "
+                          "their shared code (e.g. 413) or 422, and for several files their reports under "
+                          "'documents'.",
+              responses={207: {"description": "Some files stored, some failed"},
+                         422: {"description": "No file stored"}})
     def upload(principal: Write, files: Annotated[list[UploadFile], File(description="Markdown files")],
                category: Annotated[str | None, Form(description="Category (folder); default: frontmatter")] = None
                ) -> JSONResponse:
@@ -190,16 +194,19 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         reports = []
         with actor_scope("api", principal.key_id):
             for upload in files:
-                data = upload.file.read()
-                report = kb.upload(data, upload.filename or "", category=category).to_dict()
-                if report["document_id"]:
-                    report["vectors"] = kb.indexes.vector_status(report["document_id"])
+                report = _report(kb, kb.upload(upload.file.read(), upload.filename or "", category=category))
                 reports.append(report)
-        if len(reports) == 1 and reports[0]["status"] == "failed":
-            r = reports[0]
-            raise ApiError(_upload_status(r["error_code"]), r["error_code"] or "document_error", r["reason"])
+        failed = [r for r in reports if r["status"] == "failed"]
+        if failed and len(failed) == len(reports):
+            codes = {r["error_code"] or "document_error" for r in failed}
+            code = codes.pop() if len(codes) == 1 else "documents_failed"
+            if len(failed) == 1:  # one file: its error, as for any request
+                raise ApiError(_upload_status(code), code, failed[0]["reason"])
+            body = error_body(code, f"none of the {len(failed)} files was stored",
+                              "each file's report is under 'documents'") | {"documents": reports}
+            return JSONResponse(body, status_code=_upload_status(code))
         stored = any(r["status"] in ("added", "updated") for r in reports)
-        return JSONResponse({"documents": reports}, status_code=201 if stored else 200)
+        return JSONResponse({"documents": reports}, status_code=207 if failed else 201 if stored else 200)
 
     @app.get("/api/documents", tags=["documents"], summary="List documents, filtered and paginated")
     def list_documents(_: Read, category: str | None = None,
@@ -220,16 +227,24 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
         doc = kb.get_document(path)
         return document_view(doc, with_chunks=True) | {"vectors": kb.indexes.vector_status(doc.id)}
 
-    @app.put("/api/documents/{path:path}", tags=["documents"], summary="Replace a document's content")
+    @app.put("/api/documents/{path:path}", tags=["documents"], summary="Replace a document's content",
+             description="The new Markdown in the multipart field 'files' (as for uploads) or 'file'; one file.")
     def replace_document(principal: Write, path: str,
-                         file: Annotated[UploadFile, File(description="The new Markdown")]) -> dict[str, Any]:
+                         files: Annotated[list[UploadFile] | None, File(description="The new Markdown (one file)")]
+                         = None,
+                         file: Annotated[UploadFile | None, File(description="The same, under its older name")]
+                         = None) -> dict[str, Any]:
+        given = [*(files or []), *([file] if file is not None else [])]
+        if len(given) != 1:
+            raise ApiError(422, "invalid_request", f"files: send exactly one file, not {len(given)}",
+                           hint="multipart field 'files' (or 'file') with the new Markdown")
         kb = runtime.kb
         with actor_scope("api", principal.key_id):
-            report = kb.replace(path, file.file.read())
-        if report.status == "failed":
-            raise ApiError(_upload_status(report.error_code), report.error_code or "document_error",
-                           report.reason or "failed")
-        return report.to_dict() | {"vectors": kb.indexes.vector_status(report.document_id or "")}
+            report = _report(kb, kb.replace(path, given[0].file.read()))
+        if report["status"] == "failed":
+            raise ApiError(_upload_status(report["error_code"]), report["error_code"] or "document_error",
+                           report["reason"] or "failed")
+        return report
 
     @app.delete("/api/documents/{path:path}", tags=["documents"], summary="Delete a document everywhere")
     def delete_document(principal: Write, path: str) -> dict[str, Any]:
@@ -304,24 +319,43 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
                     since: Annotated[str | None, Query(description="24h, 7d or an ISO date")] = None,
                     level: str | None = None, failed: bool = False,
                     limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
-        from kbseek.interfaces.ops_cli import parse_since
-
-        rows = runtime.kb.invocations.list(session_id=session, since=parse_since(since) if since else None,
-                                           level=level, success=False if failed else None, limit=limit)
+        rows = runtime.kb.invocations.list(session_id=session, since=_since(since), level=level,
+                                           success=False if failed else None, limit=limit)
         return {"invocations": [_jsonable(r) for r in rows]}
 
     @app.get("/api/audit", tags=["sessions"], summary="The write audit: who changed which document and when")
-    def audit(_: Read, path: str | None = None, since: str | None = None, action: str | None = None,
-              limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
-        from kbseek.interfaces.ops_cli import parse_since
-
-        rows = runtime.kb.audit.list(path=path, since=parse_since(since) if since else None, action=action,
-                                     limit=limit)
+    def audit(_: Read, path: str | None = None,
+              since: Annotated[str | None, Query(description="24h, 7d or an ISO date")] = None,
+              action: str | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
+        rows = runtime.kb.audit.list(path=path, since=_since(since), action=action, limit=limit)
         return {"entries": [_jsonable(r) for r in rows]}
 
 
 def _upload_status(error_code: str | None) -> int:
     return STATUS.get(error_code or "", 422)
+
+
+def _report(kb: Any, report: Any) -> dict[str, Any]:
+    """A file's report as the API shows it: its vectors' state, and no internals in a failure's reason."""
+    shown = report.to_dict()
+    if shown["document_id"]:
+        shown["vectors"] = kb.indexes.vector_status(shown["document_id"])
+    if shown["status"] == "failed" and shown["error_code"]:
+        shown["reason"] = api_errors.clean(shown["error_code"], shown["reason"] or "")
+    return shown
+
+
+def _since(text: str | None) -> Any:
+    """The ``since`` parameter as a time, or 422 naming it."""
+    from kbseek.interfaces.ops_cli import parse_since
+
+    if not text:
+        return None
+    try:
+        return parse_since(text)
+    except KbseekError as exc:
+        raise ApiError(422, "invalid_request", f"query.since: {text[:100]!r} is not a span like 24h or 7d back from "
+                       "now, nor an ISO date", hint=exc.hint) from None
 
 
 def _jsonable(value: Any) -> Any:

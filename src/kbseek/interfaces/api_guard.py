@@ -1,19 +1,26 @@
-"""What stands in front of the API: keys, origins, body size, and errors as stable JSON.
+"""Keys: who may read and who may write, and errors as stable JSON.
 
-Keys arrive as ``Authorization: Bearer …``. ``api_key`` guards every write; ``read_api_key``, when set, guards
-reads too (a lookup is a read; the write key also reads). Keys are compared in constant time and only their id
-(``k-`` + 8 hex of their SHA-256) is ever logged or recorded.
+Keys arrive as ``Authorization: Bearer …`` (one such header; two are refused). ``api_key`` guards every write;
+``read_api_key``, when set, guards reads too (a lookup is a read; the write key also reads). Setting a key closes
+what it does not open: with ``read_api_key`` alone, writes over the API are closed (403 ``writes_disabled``; the
+CLI still writes on the server's machine). Keys are compared in constant time, against every key (no early exit).
+
+A key is known by its id only (logs, the write audit): ``k-`` + 8 hex of an HMAC-SHA-256 of the key under a secret
+kept in the data home (``key-id.secret``, created on first use, mode 0600). The id is stable across restarts, so
+the audit stays readable, and without the secret an id cannot be matched against guessed keys.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
+import os
+import secrets
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from fastapi import Request
 
@@ -24,6 +31,8 @@ from kbseek.settings import Settings
 STATUS = {"not_found": 404, "unsafe_path": 400, "too_large": 413, "invalid_request": 422, "invalid_query": 422,
           "document_error": 422, "frontmatter_error": 422, "invalid_option": 422, "config_error": 500,
           "storage_error": 503, "storage_full": 507, "conflict": 409, "embedding_error": 503}
+KEY_ID_SECRET = "key-id.secret"
+JSONRPC_UNAUTHORIZED, JSONRPC_INVALID_REQUEST = -32001, -32600
 
 
 class ApiError(Exception):
@@ -37,16 +46,54 @@ def error_body(code: str, message: str, hint: str | None = None) -> dict[str, An
     return {"error": {"code": code, "message": message, "hint": hint}}
 
 
+def jsonrpc_error(error: ApiError) -> dict[str, Any]:
+    """A refusal of an MCP request as a JSON-RPC error, which MCP clients show (a bare HTTP error they do not).
+
+    >>> jsonrpc_error(ApiError(401, "unauthorized", "needs a key", "send it"))["error"]["message"]
+    'needs a key (hint: send it)'
+    """
+    code = JSONRPC_UNAUTHORIZED if error.status in (401, 403) else JSONRPC_INVALID_REQUEST
+    message = error.message + (f" (hint: {error.hint})" if error.hint else "")
+    return {"jsonrpc": "2.0", "id": None,
+            "error": {"code": code, "message": message, "data": {"code": error.code, "hint": error.hint}}}
+
+
 def status_of(exc: KbseekError) -> int:
     return STATUS.get(exc.code, 400)
 
 
-def key_id(key: str) -> str:
+def key_id(key: str, secret: bytes) -> str:
+    """A key's id under the data home's secret.
+
+    >>> key_id("s3cret", b"one home"), key_id("s3cret", b"another home")
+    ('k-0ddb37af', 'k-8fedf642')
     """
-    >>> key_id("s3cret")
-    'k-1ec1c26b'
+    return "k-" + hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:8]
+
+
+def key_id_secret(home: Path) -> bytes:
+    """The data home's secret for key ids, created (mode 0600) when there is none yet.
+
+    Two processes creating it at once agree: each writes its own temporary file and links it into place, and the
+    one that finds the name taken reads the winner's.
     """
-    return "k-" + hashlib.sha256(key.encode()).hexdigest()[:8]
+    path = home / KEY_ID_SECRET
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = home / f".{KEY_ID_SECRET}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write(secrets.token_hex(32) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path.read_bytes().strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,114 +108,101 @@ def _bearer(header: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def check(settings: Settings, header: str | None, *, write: bool) -> Principal:
-    """The caller's principal, or ApiError 401/403."""
-    needed = [settings.api_key] if write else [k for k in (settings.read_api_key, settings.api_key) if k]
-    if write and not settings.api_key or not write and not settings.read_api_key:
-        token = _bearer(header)
-        # an open endpoint still attributes a valid key to its owner
-        return Principal(key_id(token) if token and any(hmac.compare_digest(token.encode(), k.encode())
-                                                       for k in needed) else None)
-    token = _bearer(header)
-    if token is None:
-        raise ApiError(401, "unauthorized", "this endpoint needs 'Authorization: Bearer <key>'",
-                       headers={"WWW-Authenticate": "Bearer"})
-    # compare with every key (no early exit), so timing does not tell which one was close
-    matches = [hmac.compare_digest(token.encode(), k.encode()) for k in needed]
-    if not any(matches):
-        raise ApiError(403, "forbidden", "the key is not valid for this endpoint")
-    return Principal(key_id(token))
+class Keys:
+    """The keys of one server: ``check`` answers who the caller is, or raises ``ApiError`` 400/401/403."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.write_key, self.read_key, self.home = settings.api_key, settings.read_api_key, settings.home
+        self._secret: bytes | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def writes_closed(self) -> bool:
+        """Only a read key is set: nobody writes over the API."""
+        return bool(self.read_key) and not self.write_key
+
+    def key_id(self, key: str) -> str:
+        with self._lock:
+            if self._secret is None:
+                self._secret = key_id_secret(self.home)
+        return key_id(key, self._secret)
+
+    def check(self, authorizations: list[str], *, write: bool) -> Principal:
+        """The caller's principal from its ``Authorization`` header values (one at most)."""
+        if len(authorizations) > 1:
+            raise ApiError(400, "duplicate_header", f"the request has {len(authorizations)} Authorization headers",
+                           hint="send one 'Authorization: Bearer <key>'")
+        if write and self.writes_closed:
+            raise ApiError(403, "writes_disabled", "writes over the API are closed on this server: it has a read "
+                           "key (KBSEEK_READ_API_KEY) and no write key", hint="set KBSEEK_API_KEY to allow writes")
+        needed = [self.write_key] if write else [k for k in (self.read_key, self.write_key) if k]
+        token = _bearer(authorizations[0] if authorizations else None)
+        if not (self.write_key if write else self.read_key):
+            # an open endpoint still attributes a valid key to its owner
+            return Principal(self.key_id(token) if token and _matches(token, needed) else None)
+        if token is None:
+            raise ApiError(401, "unauthorized", "this endpoint needs 'Authorization: Bearer <key>'",
+                           hint="the write key (KBSEEK_API_KEY)" if write else "the read or the write key",
+                           headers={"WWW-Authenticate": "Bearer"})
+        if not _matches(token, needed):
+            raise ApiError(403, "forbidden", "the key is not valid for this endpoint",
+                           hint="writes need the write key" if write else None)
+        return Principal(self.key_id(token))
+
+    def describe_writes(self) -> str:
+        """What ``kbseek serve`` says about writes at start-up."""
+        if self.write_key:
+            return "writes need the write key"
+        if self.writes_closed:
+            return "writes over the API are closed (a read key and no write key): set KBSEEK_API_KEY to open them"
+        return "writes are open: set KBSEEK_API_KEY to require a key"
 
 
-def reader(settings: Settings) -> Callable[[Request], Principal]:
+def _matches(token: str, keys: list[str]) -> bool:
+    results = [hmac.compare_digest(token.encode(), k.encode()) for k in keys]  # every key compared, no early exit
+    return any(results)
+
+
+def reader(keys: Keys) -> Callable[[Request], Principal]:
     def dependency(request: Request) -> Principal:
-        return check(settings, request.headers.get("authorization"), write=False)
+        return keys.check(request.headers.getlist("authorization"), write=False)
+    dependency.kbseek_access = "read"  # type: ignore[attr-defined]  # read by the request guard
     return dependency
 
 
-def writer(settings: Settings) -> Callable[[Request], Principal]:
+def writer(keys: Keys) -> Callable[[Request], Principal]:
     def dependency(request: Request) -> Principal:
-        return check(settings, request.headers.get("authorization"), write=True)
+        return keys.check(request.headers.getlist("authorization"), write=True)
+    dependency.kbseek_access = "write"  # type: ignore[attr-defined]
     return dependency
-
-
-async def _send_error(send: Any, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
-    body = json.dumps(error_body(code, message)).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
-
-
-class BodyLimit:
-    """Refuses bodies over ``max_bytes`` with 413: by Content-Length up front, and by counting while streaming."""
-
-    def __init__(self, app: Any, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await _send_error(send, 413, "too_large", f"the request body is {int(length):,} bytes, over the limit "
-                                                      f"of {self.max_bytes:,}")
-            return
-        seen = 0
-        started = False
-
-        async def counted() -> dict[str, Any]:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge()
-            return message
-
-        async def tracking_send(message: dict[str, Any]) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _send_error(send, 413, "too_large", f"the request body is over the limit of {self.max_bytes:,} bytes")
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _origin_allowed(origin: str, settings: Settings, host: str | None) -> bool:
-    parts = urlsplit(origin)
-    if origin in settings.allowed_origins:
-        return True
-    # same origin as the request, or a loopback page (a local agent UI); anything else could be DNS rebinding
-    return bool(parts.hostname) and (parts.netloc == host or parts.hostname in ("localhost", "127.0.0.1", "::1"))
 
 
 class McpGuard:
-    """The MCP endpoint under the read-key rule, refusing browser requests from other origins.
+    """The MCP endpoint under the read-key rule, refusing browser requests from other origins; refusals are
+    JSON-RPC errors. A GET (a stream for server-initiated messages) is refused with 405, as the protocol allows:
+    the server is stateless and never sends one, so an open stream would only hold a connection.
 
     A class, not a function: Starlette routes an object to ASGI, a function to request-response."""
 
-    def __init__(self, app: Any, settings: Settings) -> None:
-        self.app, self.settings = app, settings
+    def __init__(self, app: Any, settings: Settings, keys: Keys) -> None:
+        self.app, self.settings, self.keys = app, settings, keys
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        from kbseek.interfaces.request_guard import origin_allowed, send_error
+
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             origin = headers.get("origin")
-            if origin and not _origin_allowed(origin, self.settings, headers.get("host")):
-                await _send_error(send, 403, "forbidden_origin", f"origin {origin!r} may not use /mcp")
-                return
             try:
-                check(self.settings, headers.get("authorization"), write=False)
-            except ApiError as exc:
-                await _send_error(send, exc.status, exc.code, exc.message, exc.headers)
+                if origin and not origin_allowed(origin, host=headers.get("host"),
+                                                 allowed_origins=self.settings.allowed_origins):
+                    raise ApiError(403, "forbidden_origin", f"origin {origin[:100]!r} may not use /mcp")
+                self.keys.check([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
+                                write=False)
+                if scope["method"] == "GET":
+                    raise ApiError(405, "method_not_allowed", "this MCP server is stateless: it opens no stream "
+                                   "for server messages", hint="POST JSON-RPC requests", headers={"Allow": "POST"})
+            except ApiError as refusal:
+                await send_error(send, refusal, jsonrpc=True)
                 return
         await self.app(scope, receive, send)

@@ -114,7 +114,8 @@ class NewRun(BaseModel):
     policies: list[Literal[EVAL_POLICIES]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["hybrid", "answer:hybrid"], min_length=1, max_length=len(EVAL_POLICIES))
     split: Literal["dev", "test"] | None = None
-    k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10], min_length=1, max_length=6)
+    k: list[Annotated[int, Field(ge=1, le=100)]] = Field(default_factory=lambda: [1, 3, 5, 10], min_length=1,
+                                                         max_length=6, description="Cut-offs of the metrics")
     depth: int = Field(100, ge=10, le=100)
     save: bool = Field(True, description="Write the report (Markdown, JSON, charts) into the reports folder")
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
@@ -204,8 +205,8 @@ class ConsoleFiles(StaticFiles):
 def register_console(app: FastAPI, runtime: Any) -> None:
     """Add the console's routes to ``app``, then mount its files at ``/`` (after every other route)."""
     settings = runtime.settings
-    Read = Annotated[Principal, Depends(reader(settings))]
-    Write = Annotated[Principal, Depends(writer(settings))]
+    Read = Annotated[Principal, Depends(reader(runtime.keys))]
+    Write = Annotated[Principal, Depends(writer(runtime.keys))]
     cases_lock = threading.Lock()  # one writer of the case file at a time
     eval_lock = threading.Lock()  # one evaluation at a time (it is long, and matplotlib is not thread-safe)
 

@@ -30,13 +30,14 @@ from pydantic import ConfigDict
 from starlette.applications import Starlette
 
 from kbseek import __version__
-from kbseek.errors import KbseekError, NotFoundError
+from kbseek.errors import INTERNAL_FAILURES, KbseekError, NotFoundError, edge_hint, public_message
 from kbseek.indexes import IndexedDocument, Indexes
 from kbseek.interfaces.answers import render_text, response_view
 from kbseek.interfaces.tool_schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, SectionRequest, annotations, input_schema, parse_request,
 )
-from kbseek.logs import request_scope
+from kbseek.logs import current_request_id, request_scope
+from kbseek.redact import redact
 from kbseek.sections import find_section
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class _KnowledgeBaseServer(MCPServer):
         try:
             docs = await anyio.to_thread.run_sync(lambda: self._kb().list_documents())
         except KbseekError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+            raise MCPError(code=INTERNAL_ERROR, message=_public_text(exc)) from exc
         return listed + [Resource(uri=document_uri(d.path), name=d.path, title=d.title, description=d.summary or None,
                                   mime_type="text/markdown", size=d.size_bytes) for d in docs]
 
@@ -146,7 +147,7 @@ def build_mcp_server(kb: "KnowledgeBase | Callable[[], KnowledgeBase]") -> MCPSe
         try:
             content = current().repository.content(path)
         except KbseekError as exc:
-            raise ResourceError(str(exc)) from exc
+            raise ResourceError(_public_text(exc)) from exc
         if content is None:
             raise ResourceNotFoundError(f"no document with path {path!r} (resources/list names them all)")
         return content
@@ -163,7 +164,7 @@ def _tool(name: str, handler: Callable[[dict[str, Any]], CallToolResult]) -> Too
             try:
                 return handler(arguments)
             except KbseekError as exc:
-                log.info("mcp tool %s refused: %s", name, exc)
+                log.info("mcp tool %s refused: %s", name, redact(str(exc)))
                 return _error_result(exc)
 
     hints = annotations(name)
@@ -175,11 +176,25 @@ def _tool(name: str, handler: Callable[[dict[str, Any]], CallToolResult]) -> Too
                                             open_world_hint=hints["openWorldHint"]))
 
 
+def _public(exc: KbseekError) -> tuple[str, str | None]:
+    """An error's message and hint as an MCP client is told them: a failure inside the server without its
+    internals (they go to the log), hints naming MCP's ways rather than command lines."""
+    if exc.code in INTERNAL_FAILURES:
+        log.warning("%s: %s", exc.code, redact(exc.message))
+    return public_message(exc.code, exc.message, current_request_id()), edge_hint(exc.hint, "mcp")
+
+
+def _public_text(exc: KbseekError) -> str:
+    message, hint = _public(exc)
+    return f"{message} (hint: {hint})" if hint else message
+
+
 def _error_result(exc: KbseekError) -> CallToolResult:
     """The message for the model to read and correct; the same ``{"error": ...}`` body as the CLI's ``--json``."""
-    text = f"{exc.code}: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else "")
+    message, hint = _public(exc)
+    text = f"{exc.code}: {message}" + (f"\nhint: {hint}" if hint else "")
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
-                          structured_content={"error": {"code": exc.code, "message": exc.message, "hint": exc.hint}})
+                          structured_content={"error": {"code": exc.code, "message": message, "hint": hint}})
 
 
 def _answer(response: Any) -> CallToolResult:

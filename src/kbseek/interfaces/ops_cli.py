@@ -47,7 +47,11 @@ def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
     """
     match = _SPAN.match(text.strip().lower())
     if match:
-        return (now or utcnow()) - dt.timedelta(**{_UNITS[match[2]]: int(match[1])})
+        try:
+            return (now or utcnow()) - dt.timedelta(**{_UNITS[match[2]]: int(match[1])})
+        except (OverflowError, ValueError):  # e.g. 99999999d: before the year 1 (or past int parsing)
+            raise BadOption(f"--since/--older-than {text[:40]!r}: reaches back before the year 1",
+                            hint="e.g. 90m, 24h, 7d, 2w or 2026-11-01T08:00") from None
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:

@@ -54,7 +54,7 @@ def serve(
         except HomeInUse as exc:
             raise HomeInUse(refusal(exc.owner, settings.home), owner=exc.owner) from None
     try:
-        application = create_app(settings)
+        application = create_app(settings, bind_host=host)
         config = uvicorn.Config(application, host=host, port=port, log_level=settings.log_level.lower(),
                                 access_log=False, timeout_graceful_shutdown=10)
         server = uvicorn.Server(config)
@@ -78,7 +78,7 @@ def serve(
                 lock.set_url(base)
                 err.print(f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
                           f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-                          + ("" if settings.api_key else "\n  writes are open: set KBSEEK_API_KEY to require a key"),
+                          + f"\n  {application.state.runtime.keys.describe_writes()}",
                           highlight=False)
             await serving
 

@@ -20,9 +20,12 @@ export function setKey(key) {
   else sessionStorage.removeItem(KEY);
 }
 
+// Every request says it comes from the console: a page on another site cannot send this header without the
+// server's consent (a CORS preflight it refuses), so the server can tell the console from a forged form post.
 function authHeaders(extra = {}) {
   const key = getKey();
-  return key ? {...extra, Authorization: `Bearer ${key}`} : extra;
+  const headers = {...extra, 'X-Kbseek-Client': 'console'};
+  return key ? {...headers, Authorization: `Bearer ${key}`} : headers;
 }
 
 function url(path, query) {
