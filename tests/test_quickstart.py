@@ -105,3 +105,9 @@ def _wait_ready(base: str, process: subprocess.Popen, timeout: float = 120) -> b
             pass
         time.sleep(0.1)
     return False
+
+
+def test_the_readme_shows_exactly_the_blocks_this_suite_runs():
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert f"```bash\n{QUICKSTART}```" in readme
+    assert f"```bash\n{SERVE}```" in readme
