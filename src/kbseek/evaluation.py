@@ -282,7 +282,8 @@ def _same_index(current: Settings, wanted: Settings) -> bool:
     return current.model_dump(exclude=ignore) == wanted.model_dump(exclude=ignore)
 
 
-def _apply_query_settings(kb: KnowledgeBase, settings: Settings) -> None:
+def apply_query_settings(kb: KnowledgeBase, settings: Settings) -> None:
+    """Make ``kb`` answer with ``settings``' query-time settings (fusion, weights, BM25, relevance thresholds)."""
     kb.settings = settings
     kb.indexes.bm25.k1, kb.indexes.bm25.b = settings.bm25_k1, settings.bm25_b
 
@@ -310,7 +311,7 @@ def evaluate(
                 started = time.perf_counter()
                 kb = open_dataset_kb(dataset, settings)
                 timings[f"build:{config_name}"] = round(time.perf_counter() - started, 3)
-            _apply_query_settings(kb, settings)
+            apply_query_settings(kb, settings)
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
                 runs.append(run_policy(kb, dataset, policy=policy, depth=depth, names=names, name=name,

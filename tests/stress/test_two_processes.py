@@ -24,6 +24,11 @@ def serve(home: Path, url: str) -> tuple[subprocess.Popen, str]:
     return start_server(env, home / "serve.log")
 
 
+def pending(base: str) -> int:
+    """Documents the server's dense lane does not have yet (queued for its background embedding)."""
+    return httpx.get(f"{base}/ready", timeout=30).json()["checks"]["vector_store"]["documents_pending"]
+
+
 def visible(base: str, query: str, path: str, policy: str = "hybrid") -> bool:
     hits = httpx.get(f"{base}/api/search/similar", params={"query": query, "top_k": 3, "policy": policy},
                      timeout=30).json()["hits"]
@@ -44,26 +49,19 @@ def test_a_write_through_one_process_is_read_through_the_other(tmp_path, postgre
                 "## 排查\n\n出现 TWO_PROC_42 时检查副本同步延迟。").encode()
         made = httpx.post(f"{base_a}/api/documents", files=[("files", ("two.md", body))], data={"category": "ops"})
         assert made.status_code == 201
+        # no polling interval: B's next request refreshes from the shared change counter, however slow the machine
+        assert visible(base_b, "TWO_PROC_42 副本同步", "ops/two.md"), "the other process did not see the upload"
         started = time.perf_counter()
-        while not visible(base_b, "TWO_PROC_42 副本同步", "ops/two.md"):
-            assert time.perf_counter() - started < 5, "the other process never saw the upload"
-            time.sleep(0.05)
-        seen_after = time.perf_counter() - started
-        while not visible(base_b, "副本同步延迟怎么查", "ops/two.md", policy="dense"):  # vectors follow in the background
-            assert time.perf_counter() - started < 60, "the other process never had the vectors"
+        while pending(base_b):  # B embeds the new chunks in the background (from A's cached vectors when there)
+            assert time.perf_counter() - started < 300, "the other process never had the vectors"  # a hang guard
             time.sleep(0.1)
         dense_after = time.perf_counter() - started
+        assert visible(base_b, "副本同步延迟怎么查", "ops/two.md", policy="dense")
         answer = httpx.post(f"{base_b}/api/lookup", json={"query": "TWO_PROC_42"}).json()
         assert answer["documents"][0]["source_path"] == "ops/two.md"
         assert httpx.delete(f"{base_a}/api/documents/ops/two.md").status_code == 200
-        started = time.perf_counter()
-        while visible(base_b, "TWO_PROC_42 副本同步", "ops/two.md"):
-            assert time.perf_counter() - started < 5, "the other process kept a deleted document"
-            time.sleep(0.05)
-        gone_after = time.perf_counter() - started
-        print(f"visible through the other process after {seen_after * 1000:.0f} ms (dense lane {dense_after * 1000:.0f} ms), "
-              f"gone after {gone_after * 1000:.0f} ms")
-        # no polling interval: the next request refreshes (figures in docs/reliability.md; a loaded CI box is slower)
+        assert not visible(base_b, "TWO_PROC_42 副本同步", "ops/two.md"), "the other process kept a deleted document"
+        print(f"the other process had the vectors {dense_after * 1000:.0f} ms after its first request")
     finally:
         for p in (a, b):
             p.terminate()

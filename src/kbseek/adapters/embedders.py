@@ -32,8 +32,9 @@ def _unit_rows(vectors: object, dim: int) -> np.ndarray:
     array = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
     if array.shape[1] != dim:
         raise EmbeddingError(f"embedder returned {array.shape[1]}-d vectors, expected {dim}")
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return array / np.where(norms == 0, 1, norms)
+    wide = array.astype(np.float64)  # float32 sums vary in the last bits with the CPU; float64 rounded back does not
+    norms = np.sqrt(np.einsum("ij,ij->i", wide, wide))[:, None]
+    return (wide / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
 class QueryFirstLock:

@@ -12,6 +12,7 @@ from kbseek.ports import VectorHit, VectorRecord
 
 
 _BLAS = ThreadpoolController()
+ROUGH_ERROR = 1e-5  # far above a float32 cosine's error (~2e-7): rows this close to the k-th are scored again exactly
 
 
 class LocalVectorStore:
@@ -66,17 +67,23 @@ class LocalVectorStore:
         with self._lock, _BLAS.limit(limits=1, user_api="blas"):
             if not self._ids:
                 return []
-            scores = self._matrix @ query
+            rough = self._matrix @ query
             if categories is not None:
                 allowed = set(categories)
                 mask = np.fromiter((c in allowed for c in self._categories), dtype=bool, count=len(self._ids))
-                scores = np.where(mask, scores, -np.inf)
-            if threshold is not None:
-                scores = np.where(scores >= threshold, scores, -np.inf)
+                rough = np.where(mask, rough, -np.inf)
             k = min(top_k, len(self._ids))
-            top = np.argpartition(-scores, k - 1)[:k]
-            order = sorted(top.tolist(), key=lambda i: (-scores[i], self._ids[i]))
-            return [VectorHit(self._ids[i], float(scores[i])) for i in order if np.isfinite(scores[i])]
+            kth = np.partition(rough, len(rough) - k)[len(rough) - k]
+            near = np.flatnonzero(rough >= kth - ROUGH_ERROR if np.isfinite(kth) else np.isfinite(rough))
+            # A float32 mat-vec's last bits depend on where a row sits in the matrix (BLAS works on blocks of rows:
+            # up to 2.4e-7 on the example knowledge base), so a chunk's cosine would depend on what else is stored
+            # and in which order. The candidates are scored again in float64 and rounded to float32: a cosine is
+            # then a function of the two vectors alone, and equal vectors rank by id.
+            exact = (self._matrix[near].astype(np.float64) @ query.astype(np.float64)).astype(np.float32)
+            if threshold is not None:
+                near, exact = near[exact >= threshold], exact[exact >= threshold]
+            order = sorted(range(len(near)), key=lambda j: (-exact[j], self._ids[near[j]]))[:k]
+            return [VectorHit(self._ids[near[j]], float(exact[j])) for j in order]
 
     def ids(self) -> set[str]:
         with self._lock:
@@ -93,5 +100,6 @@ def _unit(vector: np.ndarray, dim: int) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float32).reshape(-1)
     if array.shape[0] != dim:
         raise ValueError(f"vector has {array.shape[0]} dimensions, the store holds {dim}")
-    norm = float(np.linalg.norm(array))
-    return array / norm if norm else array
+    wide = array.astype(np.float64)  # a float32 norm's last bits depend on the CPU's vector width
+    norm = float(np.sqrt(np.dot(wide, wide)))
+    return (wide / norm).astype(np.float32) if norm else array

@@ -1,13 +1,17 @@
 """Reciprocal rank fusion: ``score(c) = Σ_lanes weight_lane / (k + rank_lane(c))``, ranks from 1.
 
 Lanes are ranked lists of chunk ids; a chunk in several lanes is one result (merged by id, never
-by text). Higher fused scores are better; ties go to the better best-lane rank, then the id.
+by text). Higher fused scores are better; ties go to the better best-lane rank, then the id. Fused
+scores are rounded to ``SCORE_DIGITS`` decimals first: the same terms added in another lane order can
+differ in the last bit, and a tie must be decided by the rule above, not by the order of additions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+SCORE_DIGITS = 12  # far above the ~1e-16 of a sum's rounding, far below any difference a ranking means
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,7 @@ def rrf(lanes: Mapping[str, Sequence[str]], *, k: int = 60, weights: Mapping[str
             ranks.setdefault(chunk_id, {})[lane] = rank
             if weight:
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (k + rank)
-    fused = [Fused(cid, scores.get(cid, 0.0), ranks[cid]) for cid in ranks if scores.get(cid, 0.0) > 0]
+    fused = [Fused(cid, round(scores[cid], SCORE_DIGITS), ranks[cid]) for cid in ranks if scores.get(cid, 0.0) > 0]
     fused.sort(key=lambda f: (-f.score, min(f.ranks.values()), f.chunk_id))
     return fused
 
@@ -67,7 +71,7 @@ def relative_score_fusion(lanes: Mapping[str, Sequence[tuple[str, float]]], *,
             ranks.setdefault(chunk_id, {})[lane] = rank
             normalised = (score - low) / (high - low) if high > low else 1.0
             scores[chunk_id] = scores.get(chunk_id, 0.0) + weight * normalised
-    fused = [Fused(cid, scores.get(cid, 0.0), ranks[cid]) for cid in ranks]
+    fused = [Fused(cid, round(scores.get(cid, 0.0), SCORE_DIGITS), ranks[cid]) for cid in ranks]
     fused.sort(key=lambda f: (-f.score, min(f.ranks.values()), f.chunk_id))
     return fused
 
