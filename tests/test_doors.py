@@ -37,6 +37,9 @@ def client(kb) -> Iterator[TestClient]:
         yield c
 
 
+PORT = 8000  # a port in Host headers; no socket is opened
+
+
 def files(name: str = "planted.md", content: str = PLANTED) -> list:
     return [("files", (name, content.encode(), "text/markdown"))]
 
@@ -86,7 +89,7 @@ def test_simple_requests_are_refused_and_the_ways_in_still_work(client, kb):
     assert form.status_code == 415
     assert len(kb.invocations.list(limit=1000)) == lookups  # nothing was recorded
     # another page on this machine (a loopback origin): a multipart form without the console's header is refused
-    local = client.post("/api/documents", files=files(), headers={"Origin": "http://localhost:3000"})
+    local = client.post("/api/documents", files=files(), headers={"Origin": f"http://localhost:{PORT}"})
     assert local.status_code == 403 and local.json()["error"]["code"] == "simple_request"
     assert stored(kb, "api/planted.md") is None
 
@@ -125,7 +128,8 @@ def test_host_names_are_checked_on_every_route(client, settings, kb):
         assert rebound.status_code == 421, (url, rebound.status_code)
         error = rebound.json()["error"]
         assert (error["data"]["code"] if url == "/mcp" else error["code"]) == "host_not_allowed", url
-    for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "10.0.0.5:8000", "testserver"):
+    # Host headers only (nothing connects): loopback and IP names with a port, and the TestClient's own
+    for host in (f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", f"10.0.0.5:{PORT}", "testserver"):
         assert client.get("/api/categories", headers={"Host": host}).status_code == 200, host
     # the bind host of 'kbseek serve --host NAME' and the configured names
     named = settings.model_copy(update={"allowed_hosts": ["kb.example.com", "*.corp.example"]})

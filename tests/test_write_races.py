@@ -339,7 +339,7 @@ def test_write_locks_across_two_holders_of_one_home(tmp_path):
 def test_storage_errors_name_the_document_not_sql_or_server_paths(tmp_path):
     """What a caller sees of a failed write says what failed; the SQL and the server's folders go to the log."""
     doc = parse_document(body(1, 1), path="race/one.md", config=ChunkingConfig(), source="one.md")
-    down = SqlRepository(make_engine("postgresql://kbseek@127.0.0.1:1/none"))  # nothing listens on port 1
+    down = SqlRepository(make_engine("postgresql://kbseek@127.0.0.1:9/none"))  # the discard port: nothing answers
     with pytest.raises(StorageError) as failed:
         down.save(doc, origin=None)
     assert "race/one.md" in str(failed.value)
