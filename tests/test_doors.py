@@ -100,7 +100,7 @@ def test_simple_requests_are_refused_and_the_ways_in_still_work(client, kb):
     curl = client.post("/api/documents", files=files("curl.md"), data={"category": "ops"})
     assert curl.status_code == 201
     assert client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).status_code == 200
-    local_json = client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}, headers={"Origin": "http://127.0.0.1:5173"})
+    local_json = client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}, headers={"Origin": f"http://127.0.0.1:{PORT + 1}"})
     assert local_json.status_code == 200
     assert client.delete("/api/documents/ops/curl.md", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
 
