@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     max_keywords_per_document: int = Field(default=100, ge=1, description="A frontmatter with more keywords is refused")
     max_frontmatter_values: int = Field(default=1000, ge=1, description="A frontmatter with more fields and list items "
                                         "(all levels, keywords included) is refused")
-    invocation_max_rows: int = Field(default=200_000, ge=0, description="Tool invocations kept at most (the oldest "
+    invocation_max_rows: int = Field(default=100_000, ge=0, description="Tool invocations kept at most (the oldest "
                                      "go first, pruned hourly by the writer); 0 keeps all")
     dense_retry_s: float = Field(default=5.0, ge=0, le=3600, description="After the embedder fails (or does not answer "
                                  "at start-up), the first wait before a retry; it doubles each time")
