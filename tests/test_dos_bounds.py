@@ -121,6 +121,51 @@ def test_a_lookup_answers_while_a_large_refresh_is_being_built(tmp_path):
         assert kb.search("node-7 磁盘 日志", policy="lexical").hits[0].chunk.source_path == "ops/big.md"
 
 
+def test_a_lookup_that_started_a_build_gives_way_to_a_writer_of_its_process(tmp_path):
+    """A lookup that sees a new version first (here from another process) builds it, unless a writer of its own
+    process asks to refresh meanwhile: then the lookup answers from the version it has and the writer builds."""
+    settings = Settings(home=tmp_path / "home")
+    with KnowledgeBase.open(settings) as kb, KnowledgeBase.open(settings) as other:
+        kb.ingest([EXAMPLES / "knowledge_base"])
+        before = kb.indexes.index_version
+        other.upload(big_document(1500), "big.md", category="ops")  # the version moves under kb
+        reader_in, reader_go, writer_held, writer_go = (threading.Event() for _ in range(4))
+        reader_thread: list[threading.Thread] = []
+
+        def stage(name: str) -> None:
+            if threading.current_thread() in reader_thread and name == "analysing":
+                reader_in.set()
+                assert reader_go.wait(DEADLOCK_S)
+            elif threading.current_thread() not in reader_thread and name == "prepared":
+                writer_held.set()
+                assert writer_go.wait(DEADLOCK_S)
+
+        kb.indexes.on_stage = stage
+        answered: dict[str, object] = {}
+        reader_thread.append(threading.Thread(target=lambda: answered.update(
+            result=kb.search("node-7 磁盘 日志", policy="lexical"))))
+        reader_thread[0].start()
+        writer = threading.Thread(target=kb.upload, args=(doc("新", "NEW_DOC", "s", "# 新\n\n新文档\n").encode(), "new.md"))
+        try:
+            assert reader_in.wait(DEADLOCK_S)  # the lookup is building the other process's change
+            writer.start()
+            deadline = time.monotonic() + DEADLOCK_S
+            while not kb.indexes._writers:  # the writer has asked to refresh (it waits for the build lock)
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            reader_go.set()
+            assert writer_held.wait(DEADLOCK_S)  # the writer builds now, and is held before publishing
+            reader_thread[0].join(DEADLOCK_S)
+            assert not reader_thread[0].is_alive(), "the lookup waited for the writer's build"
+            assert answered["result"].index_version == before
+        finally:
+            reader_go.set()
+            writer_go.set()
+            writer.join(DEADLOCK_S)
+        assert kb.search("node-7 磁盘 日志", policy="lexical").hits[0].chunk.source_path == "ops/big.md"
+        assert kb.search("NEW_DOC", policy="lexical").hits[0].chunk.source_path == "general/new.md"
+
+
 def test_concurrent_writes_and_lookups_leave_both_copies_equal_to_the_database(tmp_path):
     with KnowledgeBase.open(Settings(home=tmp_path / "home")) as kb:
         kb.ingest([EXAMPLES / "knowledge_base"])

@@ -84,6 +84,10 @@ class _Change:
     retag_from: str | None = None  # the analyser version whose cached tokens stay valid under the new one
 
 
+class _GiveWay(Exception):
+    """A reader's build yields to a writer of this process (see ``Indexes._prepare``)."""
+
+
 class _Copy:
     """One complete copy of the in-memory indexes (see ``rwlock.TwoCopies``)."""
 
@@ -143,7 +147,9 @@ class Indexes:
         self._copies = TwoCopies(_Copy(k1, b), _Copy(k1, b))
         self._behind: list[_Change] = []  # applied to the active copy, not yet to the standby one
         self._building = threading.Lock()  # one refresh at a time
-        self.on_stage: Callable[[str], None] | None = None  # observes a refresh: "prepared" (built, not yet live)
+        self._writers, self._writers_lock = 0, threading.Lock()  # threads in refresh(wait=True)
+        # observes a refresh, in the thread doing it: "analysing" (database read), "prepared" (built, not yet live)
+        self.on_stage: Callable[[str], None] | None = None
         self._dense_pending: set[str] = set()
         self._dense_synced = False  # a first full sync of the vector store has happened
         self._worker: DenseWorker | None = None
@@ -208,18 +214,29 @@ class Indexes:
             return False
         if self.repository.version() == self.version and not force and not self._retry_due():
             return False  # the common case, without waiting for anyone
-        if not self._building.acquire(blocking=wait):
-            return False
+        if not wait:  # a reader: it builds only what no writer of this process is about to build
+            if self._writers or not self._building.acquire(blocking=False):
+                return False
+            try:
+                return self._refresh(force, reader=True)
+            except _GiveWay:
+                return False
+            finally:
+                self._building.release()
+        with self._writers_lock:
+            self._writers += 1
         try:
-            return self._refresh(force)
+            with self._building:
+                return self._refresh(force)
         finally:
-            self._building.release()
+            with self._writers_lock:
+                self._writers -= 1
 
     def _retry_due(self) -> bool:
         """Vectors left pending by a failure are due for a retry here (the worker, when there is one, retries)."""
         return self._worker is None and (due := self._retry_in()) is not None and due <= 0
 
-    def _refresh(self, force: bool) -> bool:
+    def _refresh(self, force: bool, reader: bool = False) -> bool:
         version = self.repository.version()
         if version == self.version and not force and not self._retry_due():
             return False
@@ -229,7 +246,7 @@ class Indexes:
         for change in self._behind:
             build.apply(change)
         self._behind.clear()
-        change, fresh = self._prepare(build, version, first_load)
+        change, fresh = self._prepare(build, version, first_load, reader)
         if change is None:  # nothing new: only vectors left pending are retried
             self._sync_after(first_load, [], [], [])
             return False
@@ -252,11 +269,14 @@ class Indexes:
         )
         return True
 
-    def _prepare(self, build: _Copy, version: int, first_load: bool
+    def _prepare(self, build: _Copy, version: int, first_load: bool, reader: bool = False
                  ) -> tuple[_Change | None, list[tuple[str, str, list[str]]]]:
         """The change from ``build`` (the standby copy, equal to the active one and read by nobody) to the
         database: documents loaded and analysed, the dictionary and what it re-analyses. Its analyser takes the
-        new dictionary here; the rest of the copy changes in ``apply``."""
+        new dictionary here; the rest of the copy changes in ``apply``.
+
+        A ``reader`` building (it saw a new version first) gives way as soon as a writer of this process asks
+        to refresh (``_GiveWay``): that writer builds, and the reader answers from the version it has."""
         stored = self.repository.states()
         gone = [doc_id for doc_id in build.documents if doc_id not in stored]
         changed = [d for d, digest in stored.items()
@@ -274,27 +294,33 @@ class Indexes:
         changed_words = analyser.set_words(words)
         change = _Change(version, gone, loaded, removed, sorted(analyser.words), {})
         fresh: list[tuple[str, str, list[str]]] = []
+        give_way = (lambda: self._writers > 0) if reader else (lambda: False)
+        if self.on_stage is not None:
+            self.on_stage("analysing")
         try:
             if changed_words and kept:
                 change.retag_from = old_version
-                fresh += self._reanalyse(build, kept, changed_words, change)
+                fresh += self._reanalyse(build, kept, changed_words, change, give_way)
             for doc in loaded:
                 for chunk in doc.chunks:
+                    if give_way():  # per chunk: one document can hold 2,000
+                        raise _GiveWay
                     hit = cached.get(chunk.id)
                     if hit is not None and hit[0] == analyser.version:
                         change.tokens[chunk.id] = hit[1]
-                        self.counters["from_cache"] += 1
                     else:
                         change.tokens[chunk.id] = tokens = analyser.tokens(lexical_text(chunk))
                         fresh.append((chunk.id, analyser.version, tokens))
-                        self.counters["analysed"] += 1
         except BaseException:
             analyser.set_words(old_words)  # the copy stays as it was: the next refresh starts from it again
             raise
+        analysed = len(fresh) - len(change.retokenised)
+        self.counters["analysed"] += analysed
+        self.counters["from_cache"] += len(change.tokens) - analysed
         return change, fresh
 
-    def _reanalyse(self, build: _Copy, kept: list[IndexedDocument], words: set[str],
-                   change: _Change) -> list[tuple[str, str, list[str]]]:
+    def _reanalyse(self, build: _Copy, kept: list[IndexedDocument], words: set[str], change: _Change,
+                   give_way: Callable[[], bool]) -> list[tuple[str, str, list[str]]]:
         """Re-tokenise what the dictionary change can affect: texts containing a changed word."""
         fresh = []
         for doc in kept:
@@ -302,6 +328,8 @@ class Indexes:
             if any(w in entry_text for w in words):
                 change.reentries.append(doc.id)
             for chunk_id in doc.chunk_ids:
+                if give_way():
+                    raise _GiveWay
                 text = lexical_text(build.chunks[chunk_id])
                 if any(w in normalize(text) for w in words):
                     change.retokenised[chunk_id] = tokens = build.analyzer.tokens(text)
