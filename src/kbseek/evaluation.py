@@ -285,7 +285,7 @@ def _same_index(current: Settings, wanted: Settings) -> bool:
 def apply_query_settings(kb: KnowledgeBase, settings: Settings) -> None:
     """Make ``kb`` answer with ``settings``' query-time settings (fusion, weights, BM25, relevance thresholds)."""
     kb.settings = settings
-    kb.indexes.bm25.k1, kb.indexes.bm25.b = settings.bm25_k1, settings.bm25_b
+    kb.indexes.set_bm25(k1=settings.bm25_k1, b=settings.bm25_b)
 
 
 def evaluate(

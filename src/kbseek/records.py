@@ -7,7 +7,7 @@ from typing import Any
 from kbseek.core.answer import Answer
 
 PREVIEW_CHARS = 500
-LANE_CANDIDATES = 20  # per lane, in the record
+LANE_CANDIDATES = 10  # per lane, in the record (the answer holds at most 10 documents' pieces)
 
 
 def preview(answer: Answer, limit: int = PREVIEW_CHARS) -> str:
@@ -35,6 +35,7 @@ FALLBACK_NOTES = (
     ("vector store fallback", "vector_store_fallback"),
     ("the rewritten query found no confident match", "rewrite_original_query"),
     ("no document matches the filters", "filters_matched_nothing"),
+    ("query truncated for the dense lane", "query_truncated"),
 )
 
 
@@ -56,8 +57,12 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
     lanes: dict[str, list[dict[str, Any]]] = {}
     for hit in ranked:
         for name, lane in hit.lanes.items():
-            lanes.setdefault(name, []).append({"chunk_id": hit.chunk.id, "path": hit.chunk.source_path,
-                                               "rank": lane.rank, "score": round(lane.score, 6)})
+            lanes.setdefault(name, []).append({"chunk_id": hit.chunk.id, "rank": lane.rank,
+                                               "score": round(lane.score, 6)})
+    lanes = {name: sorted(found, key=lambda x: x["rank"])[:LANE_CANDIDATES] for name, found in lanes.items()}
+    fused = [{"chunk_id": h.chunk.id, "score": round(h.score, 6)} for h in ranked[:10]]
+    listed = {e["chunk_id"] for found in [*lanes.values(), fused] for e in found}
+    paths = {h.chunk.id: h.chunk.source_path for h in ranked if h.chunk.id in listed}  # once each, not per lane
     details = {
         "l0_matches": [{"title": m.title, "path": m.path, "field": m.field, "exact": m.exact, "score": m.score}
                        for m in hint.matches],
@@ -66,8 +71,9 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
         "filter": {"category": response.filter.category, "source": response.filter.source,
                    "relaxed": response.filter.relaxed},
         "filters": response.filters,
-        "lanes": {name: sorted(found, key=lambda x: x["rank"])[:LANE_CANDIDATES] for name, found in lanes.items()},
-        "fused": [{"chunk_id": h.chunk.id, "path": h.chunk.source_path, "score": round(h.score, 6)} for h in ranked[:10]],
+        "lanes": lanes,
+        "fused": fused,
+        "paths": paths,
         "evidence": [{"path": e.document.path, "form": e.form, "relevance": e.level,
                       "anchors": [p.anchor for p in e.pieces],
                       "lanes": sorted({lane for p in e.pieces for c in p.chunk_ids for lane in lanes_of.get(c, ())})}

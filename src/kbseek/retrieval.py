@@ -123,6 +123,9 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
             if hits:
                 reference = hits[min(GAP_RANK, len(hits)) - 1].similarity
             timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
+            if result.embedded_chars is not None:
+                notes.append(f"query truncated for the dense lane: its first {result.embedded_chars} of {len(query)} "
+                             "characters were embedded (the model's window); the lexical lanes read all of it")
             if dense.fallback:
                 notes.append(dense.fallback)
     if policy == "hybrid" and hint is not None and hint.matches:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
 import os
@@ -18,7 +17,6 @@ from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.audit import AuditStore
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.sessions import SessionStore
-from kbseek.adapters.sql.tables import utcnow
 from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
@@ -74,10 +72,13 @@ class KnowledgeBase:
         self.repository = repository
         self.files = files
         self.writes = WriteLocks(settings.home / "locks")  # writes of one path take turns; a repair runs alone
-        self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository))
+        self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository),
+                               retry_s=settings.dense_retry_s, retry_max_s=settings.dense_retry_max_s)
         self.sessions = SessionStore(repository.engine)
         self.telemetry = Telemetry()
-        self.invocations = InvocationStore(repository.engine, on_failure=self.telemetry.record_failures.inc)
+        self.invocations = InvocationStore(repository.engine, on_failure=self.telemetry.record_failures.inc,
+                                           retention_days=settings.invocation_retention_days,
+                                           max_rows=settings.invocation_max_rows)
         self.audit = AuditStore(repository.engine)
         self.startup_repair: dict[str, int] = {}  # what KnowledgeBase.open repaired (shown by /ready)
         self._rewriter: tuple[str, QueryRewriter] | None = None
@@ -85,6 +86,10 @@ class KnowledgeBase:
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
             max_file_bytes=settings.max_file_bytes,
+            max_chunks=settings.max_chunks_per_document,
+            max_headings=settings.max_headings_per_document,
+            max_keywords=settings.max_keywords_per_document,
+            max_frontmatter_values=settings.max_frontmatter_values,
         )
 
     @classmethod
@@ -110,11 +115,7 @@ class KnowledgeBase:
                     migrate.upgrade(engine)
                 kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
                 repaired = kb.startup_repair = kb.repair()
-                if settings.invocation_retention_days:
-                    before = utcnow() - dt.timedelta(days=settings.invocation_retention_days)
-                    if pruned := kb.invocations.prune(before=before):
-                        log.info("retention: pruned %d tool invocation(s) older than %d days", pruned,
-                                 settings.invocation_retention_days)
+                kb.invocations.apply_retention()
             kb.indexes.refresh()
             if settings.vectors_in_background:
                 kb.indexes.vectors_in_background()

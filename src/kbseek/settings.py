@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     vectors_in_background: bool = Field(default=False, description="Embed changed documents in a worker thread: writes return once stored and lexically indexed (kbseek serve turns it on)")
     golden_cases_file: Path | None = Field(default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json")
     reports_dir: Path | None = Field(default=None, description="Evaluation reports the console lists and writes; default <home>/reports")
-    invocation_retention_days: int = Field(default=0, ge=0, description="Prune tool invocations older than this at start-up; 0 keeps all")
+    invocation_retention_days: int = Field(default=30, ge=0, description="Tool invocations older than this are pruned (at start-up and then hourly by the writer); 0 keeps all")
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
     policy: str = Field(default="hybrid", description="Default retrieval policy: hybrid | dense | lexical")
@@ -101,6 +101,17 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Host names the server answers to besides loopback names, IP addresses and the bind host "
                     "(a guard against DNS rebinding); '*.example.com' for its subdomains, '*' for any")
+    # Bounds on what one document or caller can cost everybody else (docs/reliability.md)
+    max_chunks_per_document: int = Field(default=2000, ge=1, description="A document cut into more chunks is refused")
+    max_headings_per_document: int = Field(default=2000, ge=1, description="A document with more headings is refused")
+    max_keywords_per_document: int = Field(default=100, ge=1, description="A frontmatter with more keywords is refused")
+    max_frontmatter_values: int = Field(default=1000, ge=1, description="A frontmatter with more fields and list items "
+                                        "(all levels, keywords included) is refused")
+    invocation_max_rows: int = Field(default=100_000, ge=0, description="Tool invocations kept at most (the oldest "
+                                     "go first, pruned hourly by the writer); 0 keeps all")
+    dense_retry_s: float = Field(default=5.0, ge=0, le=3600, description="After the embedder fails (or does not answer "
+                                 "at start-up), the first wait before a retry; it doubles each time")
+    dense_retry_max_s: float = Field(default=300.0, gt=0, le=86_400, description="The longest wait between retries")
 
     @classmethod
     def settings_customise_sources(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import document_id, sha256_hex
-from kbseek.core.markdown import chunk_document, unclosed_fence_line
+from kbseek.core.markdown import LimitError, chunk_document, unclosed_fence_line
 from kbseek.core.models import ParsedDocument
 from kbseek.core.paths import category_for, safe_document_path
 from kbseek.errors import DocumentError, TooLargeError
@@ -15,7 +15,11 @@ from kbseek.errors import DocumentError, TooLargeError
 
 @dataclass(frozen=True, slots=True)
 class ChunkingConfig:
-    """How documents are cut; validated at construction.
+    """How documents are cut, and how much one document may hold; validated at construction.
+
+    The ``max_*`` bounds keep one document from costing everybody else: every chunk is analysed, indexed
+    twice in memory and embedded, every keyword joins the analyser's dictionary. A document over one is
+    refused with an error naming the file and the limit.
 
     >>> ChunkingConfig(chunk_size=50)
     Traceback (most recent call last):
@@ -25,6 +29,10 @@ class ChunkingConfig:
     chunk_size: int = 800
     overlap: int = 100
     max_file_bytes: int = 2_000_000
+    max_chunks: int = 2000
+    max_headings: int = 2000
+    max_keywords: int = 100
+    max_frontmatter_values: int = 1000
 
     def __post_init__(self) -> None:
         if self.chunk_size < 100:
@@ -85,20 +93,28 @@ def parse_document(
     if not text.strip():
         raise DocumentError("file is empty", source=source, hint="write a title and some content")
     file_name = path.rsplit("/", 1)[-1]
-    fm = parse_frontmatter(text, source=source, file_name=file_name)
+    fm = parse_frontmatter(text, source=source, file_name=file_name, max_keywords=config.max_keywords,
+                           max_values=config.max_frontmatter_values)
     resolved_category = category_for(path, fm.category, category)
     doc_id = document_id(path)
     parsed = time.perf_counter()
-    sections, chunks = chunk_document(
-        text,
-        body_offset=fm.body_offset,
-        path=path,
-        document_id=doc_id,
-        title=fm.title,
-        category=resolved_category,
-        chunk_size=config.chunk_size,
-        overlap=config.overlap,
-    )
+    try:
+        sections, chunks = chunk_document(
+            text,
+            body_offset=fm.body_offset,
+            path=path,
+            document_id=doc_id,
+            title=fm.title,
+            category=resolved_category,
+            chunk_size=config.chunk_size,
+            overlap=config.overlap,
+            max_headings=config.max_headings,
+            max_chunks=config.max_chunks,
+        )
+    except LimitError as exc:
+        setting = "KBSEEK_MAX_HEADINGS_PER_DOCUMENT" if exc.what == "headings" else "KBSEEK_MAX_CHUNKS_PER_DOCUMENT"
+        raise TooLargeError(f"document has {exc}, over the limit of {exc.limit:,} per document", source=source,
+                            hint=f"split it into several documents, or raise {setting}") from None
     if timings is not None:
         timings["parse_ms"] = round((parsed - started) * 1000, 3)
         timings["chunk_ms"] = round((time.perf_counter() - parsed) * 1000, 3)

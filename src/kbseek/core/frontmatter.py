@@ -9,13 +9,16 @@ from typing import Any
 
 import yaml
 
-from kbseek.core.markdown import find_sections, lines_outside_fences
+from kbseek.core.markdown import first_heading, lines_outside_fences
 from kbseek.core.models import Frontmatter
 from kbseek.errors import FrontmatterError
 
 REQUIRED = ("title", "keywords", "summary")
 OPTIONAL = ("category", "version", "author")
 SUMMARY_MAX_CHARS = 200
+# Metadata is a few hundred characters; YAML is parsed in pure Python (about 10 µs a character, holding the
+# interpreter), so a frontmatter of megabytes would cost every other request seconds.
+MAX_FRONTMATTER_CHARS = 32_768
 
 _OPEN = re.compile(r"\A---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
@@ -23,17 +26,22 @@ _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 _MARKUP = re.compile(r"(\*\*|__|`|~~|^\s*(?:[-*+]|\d+[.)])\s+|^\s*>\s?)")
 
 
-def parse_frontmatter(text: str, *, source: str, file_name: str) -> Frontmatter:
+def parse_frontmatter(text: str, *, source: str, file_name: str, max_keywords: int | None = None,
+                      max_values: int | None = None) -> Frontmatter:
     """Split off and validate the frontmatter of ``text`` (the whole file, BOM removed).
 
     Missing required fields are reported in ``missing`` (the caller turns them into warnings);
-    malformed YAML raises :class:`FrontmatterError` naming ``source`` and the file line.
+    malformed YAML raises :class:`FrontmatterError` naming ``source`` and the file line, and so do more than
+    ``max_keywords`` keywords or ``max_values`` fields and list items (all levels) when those are given.
 
     >>> fm = parse_frontmatter("---\\ntitle: T\\nkeywords: a, b\\nsummary: S\\n---\\nbody", source="x.md", file_name="x.md")
     >>> fm.title, fm.keywords, fm.body_line
     ('T', ('a', 'b'), 6)
     """
     fields, body_offset, body_line = _split(text, source)
+    if max_values is not None and (count := _count_values(fields)) > max_values:
+        raise FrontmatterError(f"frontmatter has {count:,} fields and list items, over the limit of {max_values:,}",
+                               source=source, line=2, hint="keep metadata short, or raise KBSEEK_MAX_FRONTMATTER_VALUES")
     body = text[body_offset:]
     missing = tuple(name for name in REQUIRED if _is_blank(fields.get(name)))
 
@@ -53,6 +61,11 @@ def parse_frontmatter(text: str, *, source: str, file_name: str) -> Frontmatter:
 
     category = _text_field(fields, "category", source, lines) or None
     keywords = _keywords(fields.get("keywords"), source, lines.get("keywords"))
+    if max_keywords is not None and len(keywords) > max_keywords:
+        raise FrontmatterError(f"frontmatter has {len(keywords):,} keywords, over the limit of {max_keywords:,}",
+                               source=source, line=lines.get("keywords"),
+                               hint="keep the terms an alert or a question would name, or raise "
+                                    "KBSEEK_MAX_KEYWORDS_PER_DOCUMENT")
     for name in ("version", "author"):
         if name in fields and fields[name] is not None:
             fields[name] = str(fields[name])
@@ -99,6 +112,9 @@ def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
             hint="end the frontmatter with a line holding only '---'",
         )
     block = text[opening.end() : closing.start()]
+    if len(block) > MAX_FRONTMATTER_CHARS:
+        raise FrontmatterError(f"frontmatter is {len(block):,} characters, over the limit of {MAX_FRONTMATTER_CHARS:,}",
+                               source=source, line=1, hint="keep metadata short; the document's text goes below it")
     try:
         loaded = yaml.load(block, Loader=_Loader)  # noqa: S506 (a SafeLoader without aliases)
     except yaml.YAMLError as exc:
@@ -245,6 +261,19 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def _count_values(value: Any) -> int:
+    """Fields and list items at every level.
+
+    >>> _count_values({"a": 1, "b": [1, 2, {"c": 3}]})
+    6
+    """
+    if isinstance(value, dict):
+        return sum(1 + _count_values(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(1 + _count_values(v) for v in value)
+    return 0
+
+
 def _is_blank(value: Any) -> bool:
     return value is None or (isinstance(value, (str, list, tuple)) and not any(
         str(v).strip() for v in ([value] if isinstance(value, str) else value)
@@ -253,7 +282,7 @@ def _is_blank(value: Any) -> bool:
 
 def _first_h1(body: str) -> str:
     """The first level-1 heading, ATX or setext, outside code fences."""
-    return next((section.heading for section in find_sections(body) if section.level == 1), "")
+    return first_heading(body, 1)
 
 
 def _stem(file_name: str) -> str:

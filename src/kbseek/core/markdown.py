@@ -54,6 +54,14 @@ class _Block:
 MAX_HEADING_CHARS = 1000  # a longer line is text: the heading patterns backtrack quadratically on such lines
 
 
+class LimitError(ValueError):
+    """A document has more headings or chunks than allowed (``what``, ``count``: at least that many, ``limit``)."""
+
+    def __init__(self, what: str, count: int, limit: int) -> None:
+        super().__init__(f"more than {limit:,} {what}" if count > limit else f"{count:,} {what}")
+        self.what, self.count, self.limit = what, count, limit
+
+
 def _atx(line: str) -> re.Match[str] | None:
     return _ATX.match(line) if len(line) <= MAX_HEADING_CHARS else None
 
@@ -83,9 +91,11 @@ def make_breadcrumb(title: str, headings: tuple[tuple[int, str], ...]) -> str:
     return BREADCRUMB_SEPARATOR.join(names)
 
 
-def find_sections(text: str, body_offset: int = 0) -> list[Section]:
-    """Split the body into sections, the preamble (level 0) first when it is not blank."""
-    headings = _find_headings(text, body_offset)
+def find_sections(text: str, body_offset: int = 0, *, max_headings: int | None = None) -> list[Section]:
+    """Split the body into sections, the preamble (level 0) first when it is not blank.
+
+    More than ``max_headings`` headings raise :class:`LimitError` as soon as the scan finds one too many."""
+    headings = _scan(text, body_offset, max_headings)[0]
     anchors = AnchorAllocator()
     sections: list[Section] = []
     first = headings[0].start if headings else len(text)
@@ -116,9 +126,14 @@ def chunk_document(
     category: str,
     chunk_size: int = 800,
     overlap: int = 100,
+    max_headings: int | None = None,
+    max_chunks: int | None = None,
 ) -> tuple[list[Section], list[Chunk]]:
-    """Sections and chunks of one document; see the module docstring for the rules."""
-    sections = find_sections(text, body_offset)
+    """Sections and chunks of one document; see the module docstring for the rules.
+
+    Past ``max_headings`` headings or ``max_chunks`` chunks it raises :class:`LimitError` early, before the
+    work that grows with them."""
+    sections = find_sections(text, body_offset, max_headings=max_headings)
     if not text[body_offset:].strip():
         return sections, []
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
@@ -133,6 +148,8 @@ def chunk_document(
                 lead = _overlap_start(text, previous[3], previous[1], min(overlap, chunk_size - (end - start)))
             drafts.append((section, start - lead, end, lead))
             previous = (start, end, last_kind, last_start)
+        if max_chunks is not None and len(drafts) > max_chunks:
+            raise LimitError("chunks", len(drafts), max_chunks)
     chunks = []
     for index, (section, start, end, lead) in enumerate(drafts):
         piece = text[start:end]
@@ -190,8 +207,20 @@ def _find_headings(text: str, body_offset: int) -> list[_Heading]:
     return _scan(text, body_offset)[0]
 
 
-def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
-    """Headings outside code fences, and where a never-closed fence opened (if one did)."""
+def first_heading(text: str, level: int = 1) -> str:
+    """The first heading of ``level`` outside code fences, ATX or setext; the scan stops there.
+
+    >>> first_heading(chr(10).join(["```", "# not this", "```", "## two", "# One"]))
+    'One'
+    """
+    found = _scan(text, 0, stop_at_level=level)[0]
+    return found[-1].text if found and found[-1].level == level else ""
+
+
+def _scan(text: str, body_offset: int, limit: int | None = None,
+          stop_at_level: int | None = None) -> tuple[list[_Heading], int | None]:
+    """Headings outside code fences, and where a never-closed fence opened (if one did); past ``limit``
+    headings, :class:`LimitError`; with ``stop_at_level``, up to the first heading of that level."""
     headings: list[_Heading] = []
     fence_start = 0
     fence: str | None = None
@@ -212,6 +241,8 @@ def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
         atx = _atx(content)
         if atx and atx.group(2) and normalize_heading(atx.group(2)):
             headings.append(_Heading(len(atx.group(1)), normalize_heading(atx.group(2)), start))
+            if _enough(headings, limit, stop_at_level):
+                break
             paragraph_start = None
             continue
         if paragraph_start is not None and _SETEXT.match(content):
@@ -219,6 +250,8 @@ def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
             if heading:
                 level = 1 if content.strip()[0] == "=" else 2
                 headings.append(_Heading(level, heading, paragraph_start))
+                if _enough(headings, limit, stop_at_level):
+                    break
             paragraph_start = None
             continue
         if not content.strip() or _NOT_PARAGRAPH.match(content):
@@ -228,6 +261,13 @@ def _scan(text: str, body_offset: int) -> tuple[list[_Heading], int | None]:
         else:
             paragraph_lines.append(content)
     return headings, (fence_start if fence is not None else None)
+
+
+def _enough(headings: list[_Heading], limit: int | None, stop_at_level: int | None) -> bool:
+    """Whether the scan may stop (the heading level looked for is found); past ``limit``, LimitError."""
+    if limit is not None and len(headings) > limit:
+        raise LimitError("headings", len(headings), limit)
+    return headings[-1].level == stop_at_level
 
 
 def _merge_bare_headings(text: str, sections: list[Section]) -> list[tuple[int, Section]]:

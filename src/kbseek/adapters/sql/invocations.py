@@ -22,6 +22,7 @@ from kbseek.adapters.sql.tables import ToolInvocationRow, utcnow
 log = logging.getLogger("kbseek")
 COLUMNS = [c.name for c in ToolInvocationRow.__table__.columns if c.name != "id" and c.name != "created_at"]
 BATCH = 500
+PRUNE_EVERY_S = 3600.0  # the writer applies the retention this often, and sooner when many rows came in
 _OPEN: "weakref.WeakSet[InvocationStore]" = weakref.WeakSet()
 
 
@@ -55,6 +56,10 @@ class InvocationStore:
     record must never cost the answer. Reads (``list``, ``count``, ``prune``) flush first, so a process always
     sees its own calls; ``close`` and interpreter exit flush what is queued.
 
+    Retention: rows older than ``retention_days`` and all but the newest ``max_rows`` are deleted by the writer
+    itself, hourly and after every ``max_rows // 10`` rows written (0 turns either bound off), so the table
+    stays bounded under any rate of lookups without a second writer competing with the inserts.
+
     >>> from kbseek.adapters.sql.engine import make_engine
     >>> from kbseek.adapters.sql.migrate import upgrade
     >>> import tempfile  # a file: an in-memory SQLite database is one per thread
@@ -69,9 +74,13 @@ class InvocationStore:
     >>> store.close()
     """
 
-    def __init__(self, engine: Engine, *, on_failure: Callable[[int], None] | None = None) -> None:
+    def __init__(self, engine: Engine, *, on_failure: Callable[[int], None] | None = None, retention_days: int = 0,
+                 max_rows: int = 0) -> None:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._on_failure = on_failure
+        self.retention_days, self.max_rows = retention_days, max_rows
+        self._written_since_prune = 0
+        self._pruned_at = time.monotonic()
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -125,6 +134,44 @@ class InvocationStore:
             self._write(batch)
 
     def _write(self, batch: list[dict[str, Any]]) -> None:
+        """Insert, then apply the retention when due; only then are the rows done (``flush`` sees both)."""
+        try:
+            self._insert_each(batch)
+            self._written_since_prune += len(batch)
+            if self._prune_due():
+                self._retain()
+        finally:
+            for _ in batch:
+                self._queue.task_done()
+
+    def _prune_due(self) -> bool:
+        if not self.retention_days and not self.max_rows:
+            return False
+        many = self.max_rows and self._written_since_prune >= max(100, self.max_rows // 10)
+        return bool(many) or time.monotonic() - self._pruned_at >= PRUNE_EVERY_S
+
+    def _retain(self) -> int:
+        """Apply the retention now (in whichever thread calls it); a failure is logged, never raised."""
+        self._written_since_prune, self._pruned_at = 0, time.monotonic()
+        before = utcnow() - dt.timedelta(days=self.retention_days) if self.retention_days else None
+        try:
+            removed = self._delete(before=before, keep=self.max_rows or None)
+        except Exception as exc:  # the writer must outlive a failed prune; the next one tries again
+            log.warning("tool invocation retention failed: %s: %s", type(exc).__name__, str(exc)[:300])
+            return 0
+        if removed:
+            log.info("retention: pruned %d tool invocation(s) (older than %s days or beyond %s rows)", removed,
+                     self.retention_days or "-", self.max_rows or "-")
+        return removed
+
+    def apply_retention(self) -> int:
+        """Apply ``retention_days`` and ``max_rows`` now (start-up does); returns how many rows went."""
+        if not self.retention_days and not self.max_rows:
+            return 0
+        self.flush()
+        return self._retain()
+
+    def _insert_each(self, batch: list[dict[str, Any]]) -> None:
         try:
             self._insert(batch)
         except Exception:  # one bad row must not cost the others: write them one by one
@@ -137,9 +184,6 @@ class InvocationStore:
                     log.warning("tool invocation not recorded: %s: %s", type(exc).__name__, str(exc)[:300])
             if failed and self._on_failure is not None:
                 self._on_failure(failed)
-        finally:
-            for _ in batch:
-                self._queue.task_done()
 
     def _insert(self, rows: list[dict[str, Any]]) -> None:
         with self._sessions() as session, session.begin():
@@ -172,6 +216,9 @@ class InvocationStore:
         if before is None and keep is None:
             raise ValueError("prune needs an age or a count to keep")
         self.flush()
+        return self._delete(before=before, keep=keep)
+
+    def _delete(self, *, before: dt.datetime | None, keep: int | None) -> int:
         removed = 0
         with self._sessions() as session, session.begin():
             if before is not None:
