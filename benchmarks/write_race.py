@@ -7,13 +7,15 @@ Usage (from the project root):
   .venv/bin/python benchmarks/write_race.py --processes 2 --postgres postgresql://postgres@127.0.0.1:5432/postgres
   .venv/bin/python benchmarks/write_race.py --clients 8 --requests 25 --processes 2 --postgres …   # the short form
 
-Clients start together at a barrier; client ``c`` talks to server ``c % processes``; with ``--processes 2`` both
-servers share one data home (and, with ``--postgres``, a fresh database made on that server and dropped after).
+Clients start together at a barrier; client ``c`` talks to server ``c % processes``. A data home has one owner, so
+with ``--processes 2`` each server has its own home on one shared database (``--postgres``: a fresh database made
+on that server and dropped after).
 Each request is POST /api/documents (35%), PUT (25%), DELETE (20%) or GET (20%) of ``race/one.md`` or
 ``race/two.md``; one more client asks POST /api/reindex in a loop. Every answer must be 2xx, 404 or 409 and carry
 no SQL or server path. After the servers stop, the repository and the file store are read directly (no start-up
-repair first): every row must have its original with the same content, every original its row, no temp file may
-be left and every document must have its chunk rows. Exits 1 on any bad answer or any drift.
+repair first): every document must have its chunk rows, and with one server every row must have its original
+with the same content, every original its row, and no temp file may be left (with several, each home keeps the
+originals of its own writes only; a start repairs them from the database). Exits 1 on any bad answer or drift.
 """
 
 from __future__ import annotations
@@ -102,31 +104,26 @@ def client(c: int, base: str, tally: Tally, barrier: threading.Barrier, requests
             n += 1
 
 
-def reindexer(base: str, tally: Tally, barrier: threading.Barrier, done: threading.Event) -> None:
+def reindexer(base: str, tally: Tally, barrier: threading.Barrier, done: threading.Event, own_writes: bool) -> None:
+    """Reindex in a loop. When every write goes through this server (``own_writes``), a reindex that repairs
+    anything found a write half done; with other servers on other homes it legitimately repairs their changes."""
     with httpx.Client(base_url=base, timeout=300) as http:
         barrier.wait()
         while not done.is_set():
             r = http.post("/api/reindex")
             tally.note("REINDEX", r.status_code, r.text)
-            if r.status_code == 200 and any(r.json()["repaired"].values()):  # it found a write half done
+            if own_writes and r.status_code == 200 and any(r.json()["repaired"].values()):
                 tally.flag(f"REINDEX repaired {r.json()['repaired']} while writes ran")
 
 
-def drift(database_url: str, knowledge_base: Path) -> list[str]:
-    """Where the originals and the database disagree, read directly (no start-up repair runs first)."""
+def drift(database_url: str, knowledge_base: Path | None) -> list[str]:
+    """Where the originals (when ``knowledge_base`` is given) and the database disagree, or a document lacks chunk
+    rows, read directly (no start-up repair runs first)."""
     engine = make_engine(database_url)
     try:
-        repository, files = SqlRepository(engine), FileStore(knowledge_base)
-        known = repository.hashes()
-        problems = []
-        for path, (digest, _) in known.items():
-            data = files.read(path)
-            if data is None:
-                problems.append(f"{path}: a row with no original")
-            elif sha256_hex(data) != digest:
-                problems.append(f"{path}: the original is not the stored content")
-        problems += [f"{path}: an original with no row" for path in files.paths() if path not in known]
-        problems += [f"{t.name}: a temp file left behind" for t in files.temp_files()]
+        problems: list[str] = []
+        if knowledge_base is not None:
+            problems += file_drift(SqlRepository(engine), FileStore(knowledge_base))
         with engine.connect() as conn:
             counts = dict(conn.execute(select(ChunkRow.document_id, func.count()).group_by(ChunkRow.document_id)).all())
             for doc_id, path, chunk_count in conn.execute(select(DocumentRow.id, DocumentRow.path,
@@ -138,18 +135,34 @@ def drift(database_url: str, knowledge_base: Path) -> list[str]:
         engine.dispose()
 
 
+def file_drift(repository: SqlRepository, files: FileStore) -> list[str]:
+        known = repository.hashes()
+        problems = []
+        for path, (digest, _) in known.items():
+            data = files.read(path)
+            if data is None:
+                problems.append(f"{path}: a row with no original")
+            elif sha256_hex(data) != digest:
+                problems.append(f"{path}: the original is not the stored content")
+        problems += [f"{path}: an original with no row" for path in files.paths() if path not in known]
+        problems += [f"{t.name}: a temp file left behind" for t in files.temp_files()]
+        return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0, help="How long clients send (without --requests).")
     parser.add_argument("--requests", type=int, help="Requests per client instead of a duration.")
-    parser.add_argument("--processes", type=int, default=1, help="kbseek serve processes on one home.")
+    parser.add_argument("--processes", type=int, default=1, help="kbseek serve processes, each with its own home.")
     parser.add_argument("--postgres", help="An admin URL of a PostgreSQL server: the run makes its own database.")
     parser.add_argument("--no-reindex", action="store_true", help="No client asking POST /api/reindex.")
     parser.add_argument("--keep", action="store_true", help="Keep the data home and the server logs.")
     args = parser.parse_args()
+    if args.processes > 1 and not args.postgres:
+        parser.error("several processes share a database server: give --postgres")
     home = Path(tempfile.mkdtemp(prefix="kbseek-race-")) / "home"
-    env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "none"}
+    env = {**os.environ, "KBSEEK_EMBEDDER": "none"}
     admin, database_url = None, f"sqlite:///{home / 'kbseek.db'}"
     if args.postgres:
         admin = create_engine(args.postgres, isolation_level="AUTOCOMMIT")
@@ -164,8 +177,10 @@ def main() -> int:
         home.mkdir(parents=True)
         for i in range(args.processes):
             port, log_path = free_port(), home.parent / f"serve-{i}.log"
+            own_home = home if i == 0 else home.with_name(f"home-{i}")
             with log_path.open("w") as log:
-                process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)], env=env, stdout=log,
+                process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)],
+                                           env=env | {"KBSEEK_HOME": str(own_home)}, stdout=log,
                                            stderr=subprocess.STDOUT)
             servers.append((process, f"http://127.0.0.1:{port}"))
             wait_ready(servers[-1][1], process, log_path)
@@ -176,7 +191,7 @@ def main() -> int:
         threads = [threading.Thread(target=client, args=(c, servers[c % len(servers)][1], tally, barrier,
                                                          args.requests, until)) for c in range(args.clients)]
         if not args.no_reindex:
-            threads.append(threading.Thread(target=reindexer, args=(servers[-1][1], tally, barrier, done)))
+            threads.append(threading.Thread(target=reindexer, args=(servers[-1][1], tally, barrier, done, len(servers) == 1)))
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -190,7 +205,7 @@ def main() -> int:
         for process, _ in servers:
             process.terminate()
             process.wait(timeout=30)
-    problems = drift(database_url, home / "knowledge_base")
+    problems = drift(database_url, home / "knowledge_base" if args.processes == 1 else None)
     if admin is not None:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{database_url.rsplit("/", 1)[1]}" WITH (FORCE)'))

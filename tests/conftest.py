@@ -68,6 +68,20 @@ def kb(settings: Settings) -> Iterator[KnowledgeBase]:
     knowledge_base.close()
 
 
+def answerable_cases(case_file: Path, split: str | None = None) -> int:
+    """How many cases of a golden-case file (of one split) have an answer: what an evaluation run scores."""
+    import json
+
+    cases = json.loads(case_file.read_text("utf-8"))["cases"]
+    return sum(1 for c in cases if c.get("answerable", True) and split in (None, c["split"]))
+
+
+def case_count(case_file: Path) -> int:
+    import json
+
+    return len(json.loads(case_file.read_text("utf-8"))["cases"])
+
+
 def write(folder: Path, relative: str, content: str | bytes) -> Path:
     """Write a test document (text as UTF-8) and return its path."""
     path = folder / relative

@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, answerable_cases
 from kbseek.cases import TAGS, add_case, case_from_lookup, load_cases, read_cases, schema
 from kbseek.evaluation import DatasetError
 from kbseek.interfaces.answers import response_view
@@ -89,4 +89,4 @@ def test_eval_run_takes_a_case_file(tmp_path):
                                       "--cache", str(tmp_path / "cache"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["dataset"] == "golden-cases" and report["config"]["queries"] == 37
+    assert report["dataset"] == "golden-cases" and report["config"]["queries"] == answerable_cases(CASES, "dev")

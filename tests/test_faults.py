@@ -102,7 +102,7 @@ def embedding_server() -> Iterator[EmbeddingServer]:
     server.close()
 
 
-def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path, embedding_server):
+def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path, embedding_server, monkeypatch):
     settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=embedding_server.url,
                         embedder_model="e5", embedder_query_timeout_s=60, vector_store="local",
                         dense_retry_s=0)

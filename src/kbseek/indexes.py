@@ -418,8 +418,8 @@ class Indexes:
         dense = self.dense
         if dense is None:
             return {"ok": True, "kind": "none (lexical only)"}
-        status: dict[str, Any] = {"ok": dense.available, "store": dense.store.name, "model": dense.model_id,
-                                  "fallback": dense.fallback,
+        status: dict[str, Any] = {"ok": dense.available, "store": dense.store.name if dense.available else None,
+                                  "model": dense.model_id, "fallback": dense.fallback,
                                   "documents_pending": self.dense_pending}
         if not dense.available:
             due = self._retry_in()

@@ -699,13 +699,14 @@ def upload_env(tmp_path_factory: pytest.TempPathFactory):
 
 
 def tree(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (the sandbox holding the data home), by content hash; the database aside."""
+    """Every file under ``root`` (the sandbox holding the data home), by content hash; the database and the empty
+    lock files writes take turns on (``<home>/locks/``, made on a path's first write) aside."""
     out = {}
     for folder, _, names in os.walk(root):
         for name in names:
             path = Path(folder, name)
             rel = path.relative_to(root).as_posix()
-            if rel.startswith("home/kbseek.db"):
+            if rel.startswith(("home/kbseek.db", "home/locks/")):
                 continue
             out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out

@@ -1,6 +1,7 @@
-"""Writes that race on two real ``kbseek serve`` processes sharing one home and one PostgreSQL (issue 15): the
-short form of ``benchmarks/write_race.py`` (8 clients × 25 requests and a reindex loop; by hand: 20 clients, 60 s).
-Every answer must be 2xx/404/409 without SQL or server paths, and at rest the originals must equal the database."""
+"""Writes that race on two real ``kbseek serve`` processes (each with its own home) on one PostgreSQL: the short
+form of ``benchmarks/write_race.py`` (8 clients × 25 requests and a reindex loop; by hand: 20 clients, 60 s).
+Every answer must be 2xx/404/409 without SQL or server paths, and at rest every document has its chunk rows.
+One server on one home, where the originals must equal the database too, is ``tests/test_write_races.py``'s storm."""
 
 from __future__ import annotations
 
