@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbseek.interfaces.answers import render_text, response_view
+from kbseek.lookup.render import render_text, response_view
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kbseek.cases import load_cases
+from kbseek.evaluation.cases import load_cases
 from kbseek.core.relevance import CALIBRATED, LEXICAL_ONLY, Thresholds, level
-from kbseek.evaluation import JudgmentMapper, cache_home, default_cache_root, load_dataset, open_dataset_kb
+from kbseek.evaluation.runner import JudgmentMapper, cache_home, default_cache_root, load_dataset, open_dataset_kb
 from kbseek.settings import Settings
-from kbseek.tool import _l0_status
+from kbseek.lookup.tool import _l0_status
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

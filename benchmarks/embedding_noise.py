@@ -1,5 +1,5 @@
 """How far the embedding engine's output moves with thread count, batching and build: the figures behind the
-regression gate's noise margin (``kbseek.gate.EMBEDDING_NOISE``; results in docs/evaluation.md).
+regression gate's noise margin (``kbseek.evaluation.gate.EMBEDDING_NOISE``; results in docs/evaluation.md).
 
 Usage (from the project root):
   .venv/bin/python benchmarks/embedding_noise.py            # the installed engine: 1 vs 2 threads, one by one vs batched
@@ -43,8 +43,8 @@ BUILDS = {  # name -> gcc flags; every build is -O3 -fPIC -shared -fopenmp
 def inputs(work: Path) -> Path:
     """The queries and passages, as the dense lane would embed them, in a JSON file."""
     sys.path.insert(0, str(ROOT / "src"))
-    from kbseek.cases import load_cases
-    from kbseek.dense import embedding_input, has_summary_vector, summary_input
+    from kbseek.evaluation.cases import load_cases
+    from kbseek.retrieval.vectors import embedding_input, has_summary_vector, summary_input
     from kbseek.service import KnowledgeBase
     from kbseek.settings import Settings
 

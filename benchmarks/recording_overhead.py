@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "src"))
 from sqlalchemy import create_engine, insert, text  # noqa: E402
 
 from kbseek.adapters.sql.tables import ToolInvocationRow  # noqa: E402
-from kbseek.records import success_row  # noqa: E402
+from kbseek.lookup.records import success_row  # noqa: E402
 from kbseek.service import KnowledgeBase  # noqa: E402
 from kbseek.settings import Settings  # noqa: E402
-from kbseek.tool import LookupRequest, LookupTool  # noqa: E402
+from kbseek.lookup.tool import LookupRequest, LookupTool  # noqa: E402
 
 QUERIES = ["ERR_TIMEOUT 支付超时", "jmap 内存泄漏", "HighCPUUsage 告警怎么处理", "HTTP 502 Bad Gateway", "磁盘满了",
            "数据库连接池耗尽", "订单服务 ERR_ORDER_DUPLICATE", "nginx upstream timed out"]

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import EXAMPLES, ROOT, doc
-from kbseek.interfaces.api import create_app
+from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 
 PAY = doc("支付超时", "ERR_TIMEOUT, 支付超时", "支付网关超时的排查",

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from conftest import EXAMPLES
-from kbseek.interfaces.api import create_app
+from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

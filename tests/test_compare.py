@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, answerable_cases
-from kbseek.compare import compare, paired_permutation_p
-from kbseek.evaluation import DatasetError
+from kbseek.evaluation.compare import compare, paired_permutation_p
+from kbseek.evaluation.runner import DatasetError
 
 
 def run(name, scores):
@@ -95,7 +95,7 @@ def test_report_writes_markdown_json_and_png_charts(tmp_path):
 
 
 def test_report_without_json_copies_no_query_text(tmp_path):
-    from kbseek.report import write_report
+    from kbseek.evaluation.report import write_report
 
     report = json.loads((EXAMPLES.parent / "eval" / "reports" / "baseline.json").read_text("utf-8"))
     path = write_report(report, tmp_path, "shared", with_json=False)

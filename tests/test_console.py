@@ -22,10 +22,10 @@ from fastapi.testclient import TestClient
 
 from conftest import EXAMPLES, ROOT, answerable_cases, case_count
 from serving import KBSEEK, running_server
-from kbseek.cases import load_cases
-from kbseek.evaluation import metric_names, run_policy
-from kbseek.interfaces.api import create_app
-from kbseek.interfaces.console import WEB_DIR
+from kbseek.evaluation.cases import load_cases
+from kbseek.evaluation.runner import metric_names, run_policy
+from kbseek.interfaces.http.app import create_app
+from kbseek.interfaces.http.console import WEB_DIR
 from kbseek.service import KnowledgeBase
 
 GOLDEN = EXAMPLES / "eval" / "golden-cases.json"

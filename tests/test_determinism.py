@@ -2,7 +2,7 @@
 vectors alone (not of the CPU's vector width, nor of where a row sits in the store's matrix), equal fused scores
 fall to the documented tie-break, and the embedding engine gives the same bits whatever its thread count or
 batching. What is not (the engine's output on another machine) is the regression gate's business
-(``kbseek.gate``, tests/test_regression_gate.py)."""
+(``kbseek.evaluation.gate``, tests/test_regression_gate.py)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 
 from kbseek.core.models import Chunk
-from kbseek.cases import load_cases
-from kbseek.evaluation import DatasetError, JudgmentMapper, evaluate, load_dataset, parse_configs
+from kbseek.evaluation.cases import load_cases
+from kbseek.evaluation.runner import DatasetError, JudgmentMapper, evaluate, load_dataset, parse_configs
 from tests.conftest import ROOT, write
 
 

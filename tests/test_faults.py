@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from conftest import PG_ADMIN_URL, doc
 from kbseek.adapters.embedders import load_embedder
-from kbseek.interfaces.api import create_app
+from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

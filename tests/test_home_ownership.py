@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from conftest import doc
 from serving import KBSEEK, start_server
 from kbseek.interfaces.cli import app
-from kbseek.ownership import HomeInUse, HomeLock, owner_of
+from kbseek.home.ownership import HomeInUse, HomeLock, owner_of
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -150,7 +150,7 @@ def test_the_server_stops_cleanly_with_exit_code_0(tmp_path, sig):
 def test_a_killed_owner_leaves_no_ownership(tmp_path):
     home = tmp_path / "home"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from kbseek.ownership import HomeLock; "
+                               "from kbseek.home.ownership import HomeLock; "
                                "HomeLock(Path(sys.argv[1])).acquire('kbseek serve', 'http://127.0.0.1:9'); "
                                "print('held', flush=True); time.sleep(600)", str(home)],
                               stdout=subprocess.PIPE, text=True)

@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from conftest import EXAMPLES
 from kbseek.errors import NotFoundError
-from kbseek.tool import InvalidRequest
+from kbseek.lookup.tool import InvalidRequest
 
 
 def test_every_call_is_recorded_with_what_each_layer_found(kb):
@@ -91,7 +91,7 @@ def test_trace_shows_a_session_in_order(tmp_path):
 
 
 def test_verifier_summary_is_bounded_and_names_gaps(kb):
-    from kbseek.verifier import summarize
+    from kbseek.observability.trace_summary import summarize
 
     kb.ingest([EXAMPLES / "knowledge_base"])
     for query in ("ERR_TIMEOUT 怎么排查", "光合作用的化学方程式是什么", "ERR_TIMEOUT 怎么排查"):

@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 
 from conftest import EXAMPLES, ROOT, doc, write
-from kbseek.interfaces.answers import legacy_view, render_text, response_view
+from kbseek.lookup.render import legacy_view, render_text, response_view
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from kbseek.tool import InvalidRequest, LookupRequest
+from kbseek.lookup.tool import InvalidRequest, LookupRequest
 from kbseek.errors import NotFoundError
 
 SCHEMA = json.loads((ROOT / "schemas" / "lookup-answer.schema.json").read_text("utf-8"))

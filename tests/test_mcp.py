@@ -27,7 +27,7 @@ from starlette.routing import Mount
 
 from conftest import ROOT, doc
 from kbseek.interfaces.mcp_server import DOCUMENT_URI, build_mcp_server, document_uri, streamable_http_app
-from kbseek.interfaces.tool_schema import TOOLS, input_schema, mcp_tool_definition, openai_tool_schema
+from kbseek.lookup.schema import TOOLS, input_schema, mcp_tool_definition, openai_tool_schema
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -291,7 +291,7 @@ def test_a_knowledge_base_still_loading_is_a_tool_error(kb):
 def test_a_client_without_the_key_is_told_what_to_send(kb):
     """Over HTTP with a read key set, the SDK's client shows the refusal's words (a JSON-RPC error body), not a
     bare "Server returned an error response"."""
-    from kbseek.interfaces.api import create_app
+    from kbseek.interfaces.http.app import create_app
 
     app = create_app(kb.settings.model_copy(update={"read_api_key": "r-mcp"}), kb=kb)
 
@@ -320,7 +320,7 @@ def test_a_client_without_the_key_is_told_what_to_send(kb):
 def test_no_idle_stream_is_held_open(kb):
     """The server is stateless and never sends a message of its own: a GET for such a stream gets 405 at once
     (it was held open forever: 1,200 idle streams were accepted)."""
-    from kbseek.interfaces.api import create_app
+    from kbseek.interfaces.http.app import create_app
 
     with _serving(create_app(kb=kb)) as base:
         for _ in range(3):  # streamed: an accepted stream shows its status without being read (it never ends)

@@ -16,9 +16,9 @@ from conftest import EXAMPLES, ROOT, doc
 from kbseek.adapters.sql.tables import ToolInvocationRow
 from kbseek.errors import NotFoundError
 from kbseek.interfaces.cli import app
-from kbseek.logs import JsonFormatter, _RequestIdFilter, actor_scope
+from kbseek.observability.logs import JsonFormatter, _RequestIdFilter, actor_scope
 from kbseek.service import KnowledgeBase
-from kbseek.telemetry import from_records
+from kbseek.observability.metrics import from_records
 
 runner = CliRunner()
 

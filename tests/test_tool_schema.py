@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kbseek.interfaces.cli import app
-from kbseek.interfaces.tool_schema import (
+from kbseek.lookup.schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, input_schema, mcp_tool_definition, openai_tool_schema, parse_request,
     tool_descriptions,
 )
-from kbseek.tool import InvalidRequest, LookupRequest
+from kbseek.lookup.tool import InvalidRequest, LookupRequest
 
 runner = CliRunner()
 

@@ -26,7 +26,7 @@ from kbseek.adapters.sql.tables import ChunkRow, DocumentRow
 from kbseek.core.document import ChunkingConfig, parse_document
 from kbseek.core.ids import sha256_hex
 from kbseek.errors import KbseekError, NotFoundError, StorageError
-from kbseek.interfaces.api import create_app
+from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 
 PATHS = ("race/one.md", "race/two.md")  # one folder: deleting one may empty it while the other is written
@@ -284,7 +284,7 @@ def _waiting_on_advisory_lock(kb: KnowledgeBase) -> bool:
 
 
 def test_a_write_that_waits_too_long_answers_409_and_changes_nothing(api, kb, monkeypatch):
-    monkeypatch.setattr("kbseek.writelocks.WRITE_WAIT_S", 0.0)
+    monkeypatch.setattr("kbseek.home.writelocks.WRITE_WAIT_S", 0.0)
     assert kb.upload(body(1, 1), "one.md", category="race").status == "added"
     with kb.writes.writing("race/one.md"):  # held here: the request's own thread cannot have it
         put = api.put("/api/documents/race/one.md", files={"file": ("x.md", body(2, 2))})
@@ -298,7 +298,7 @@ def test_a_write_that_waits_too_long_answers_409_and_changes_nothing(api, kb, mo
 def test_write_locks_across_two_holders_of_one_home(tmp_path):
     """Two ``WriteLocks`` on one folder are two processes to each other (``flock`` on separate open files)."""
     from kbseek.errors import WriteConflictError
-    from kbseek.writelocks import WriteLocks, _bucket
+    from kbseek.home.writelocks import WriteLocks, _bucket
 
     first, second = WriteLocks(tmp_path / "locks"), WriteLocks(tmp_path / "locks")
     other = next(p for p in (f"race/{n}.md" for n in range(100)) if _bucket(p) != _bucket("race/one.md"))

@@ -22,24 +22,24 @@ from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
-from kbseek import retrieval
+from kbseek.retrieval import recall as retrieval
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
 from kbseek.core.relevance import Thresholds, thresholds_for
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
-from kbseek.dense import open_dense
+from kbseek.retrieval.vectors import open_dense
 from kbseek.errors import KbseekError, NotFoundError, StorageError
-from kbseek.indexes import Indexes
-from kbseek.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
-from kbseek.ownership import HomeInUse, owner_of
-from kbseek.readonly import read_only_parts
-from kbseek.logs import current_actor, current_request_id, request_scope
+from kbseek.retrieval.indexes import Indexes
+from kbseek.home.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
+from kbseek.home.ownership import HomeInUse, owner_of
+from kbseek.home.readonly import read_only_parts
+from kbseek.observability.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings
-from kbseek.telemetry import Telemetry
-from kbseek.writelocks import WriteLocks
+from kbseek.observability.metrics import Telemetry
+from kbseek.home.writelocks import WriteLocks
 
 if TYPE_CHECKING:
-    from kbseek.tool import LookupRequest, LookupResponse
+    from kbseek.lookup.tool import LookupRequest, LookupResponse
 
 log = logging.getLogger("kbseek")
 ProgressCallback = Callable[[FileReport, int, int], None]
@@ -97,10 +97,10 @@ class KnowledgeBase:
              read_only: bool = False) -> "KnowledgeBase":
         """Connect, migrate, repair drift between the database and the file store, sync scan dirs.
 
-        With ``read_only`` it writes nothing of the knowledge base (``kbseek.readonly``): no migration (the schema
+        With ``read_only`` it writes nothing of the knowledge base (``kbseek.home.readonly``): no migration (the schema
         must be current), no repair, no retention pruning, no scan, no cache writes; vectors come from the
         database's embedding cache into the in-process store. That is how a process opens a data home another
-        process owns (``kbseek.ownership``), and how a check opens it.
+        process owns (``kbseek.home.ownership``), and how a check opens it.
         """
         settings = settings or Settings()
         with request_scope():
@@ -377,8 +377,8 @@ class KnowledgeBase:
                                 config=self.fusion_config())
 
     def lookup_knowledge(self, request: "LookupRequest | dict[str, Any]") -> "LookupResponse":
-        """The agent tool: levelled, grouped, deduplicated evidence (``kbseek.tool``)."""
-        from kbseek.tool import LookupTool
+        """The agent tool: levelled, grouped, deduplicated evidence (``kbseek.lookup.tool``)."""
+        from kbseek.lookup.tool import LookupTool
 
         return LookupTool(self)(request)
 
@@ -484,7 +484,7 @@ class KnowledgeBase:
         Missing or stale originals are rewritten from the stored content; files the database
         does not know are moved to ``<home>/orphaned/`` (never deleted); temp files are removed.
         With ``dry_run`` it only counts what it would do (:meth:`drift` names the files).
-        Only the owner of the data home repairs, when nothing else writes it (``kbseek.ownership``).
+        Only the owner of the data home repairs, when nothing else writes it (``kbseek.home.ownership``).
         """
         found = self.drift()
         counts = {"rewritten": len(found["rewrite"]), "orphaned": len(found["orphaned"]), "temp_removed": len(found["temp"])}
@@ -500,7 +500,7 @@ class KnowledgeBase:
         return counts
 
 def _refuse_if_owned(home: Path) -> None:
-    """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.ownership``)."""
+    """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.home.ownership``)."""
     owner = owner_of(home)
     if owner is not None and owner.pid != os.getpid():
         raise HomeInUse(f"{home} is owned by {owner.describe()}",

@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from kbseek.redact import mask_url
+from kbseek.observability.redact import mask_url
 
 
 def _config_file() -> Path | None:

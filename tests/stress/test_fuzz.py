@@ -64,7 +64,7 @@ from kbseek.core.frontmatter import REQUIRED, SUMMARY_MAX_CHARS, parse_frontmatt
 from kbseek.core.markdown import BREADCRUMB_SEPARATOR, MAX_HEADING_CHARS, find_sections, normalize_heading
 from kbseek.core.paths import safe_document_path
 from kbseek.errors import DocumentError, FrontmatterError, TooLargeError, UnsafePathError
-from kbseek.interfaces.api import create_app
+from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -546,7 +546,7 @@ def lookup_env(tmp_path_factory: pytest.TempPathFactory):
 
 def matching_paths(kb: KnowledgeBase, filters: dict[str, Any]) -> set[str]:
     """Documents whose frontmatter matches every filter (a value, or one of a list field's, case-insensitively;
-    ``category`` falls back to the document's): the contract, written here independently of kbseek.tool."""
+    ``category`` falls back to the document's): the contract, written here independently of kbseek.lookup.tool."""
     out = set()
     for doc in kb.indexes.documents.values():
         fields = {str(k).casefold(): v for k, v in doc.fields.items()}

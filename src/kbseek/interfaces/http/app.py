@@ -19,15 +19,15 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from kbseek.errors import KbseekError
-from kbseek.interfaces import api_errors
-from kbseek.interfaces.answers import legacy_view, render_text, response_view
-from kbseek.interfaces.api_guard import STATUS, ApiError, Keys, McpGuard, Principal, error_body, reader, writer
-from kbseek.interfaces.request_guard import BodyLimit, HostNames, RequestGuard
-from kbseek.interfaces.views import document_view, search_view
-from kbseek.logs import actor_scope, configure_logging
-from kbseek.redact import redact
+from kbseek.interfaces.http import errors as api_errors
+from kbseek.lookup.render import legacy_view, render_text, response_view
+from kbseek.interfaces.http.guard import STATUS, ApiError, Keys, McpGuard, Principal, error_body, reader, writer
+from kbseek.interfaces.http.request_guard import BodyLimit, HostNames, RequestGuard
+from kbseek.lookup.views import document_view, search_view
+from kbseek.observability.logs import actor_scope, configure_logging
+from kbseek.observability.redact import redact
 from kbseek.settings import Settings
-from kbseek.telemetry import CONTENT_TYPE
+from kbseek.observability.metrics import CONTENT_TYPE
 
 API_VERSION = "1"
 log = logging.getLogger("kbseek")
@@ -118,8 +118,8 @@ def create_app(settings: Settings | None = None, *, kb: Any = None, mcp: bool = 
         endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp").endpoint
         app.router.routes.append(Route("/mcp", endpoint=McpGuard(endpoint, settings, runtime.keys),
                                        include_in_schema=False))
-    from kbseek.interfaces.api_docs import register_docs
-    from kbseek.interfaces.console import register_console
+    from kbseek.interfaces.http.docs import register_docs
+    from kbseek.interfaces.http.console import register_console
     register_docs(app)
     register_console(app, runtime)
     return app
@@ -253,7 +253,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.post("/api/reindex", tags=["documents"], summary="Re-sync every index with the database")
     def reindex(_: Write) -> dict[str, Any]:
-        from kbseek.operations import reindex as rebuild
+        from kbseek.maintenance.operations import reindex as rebuild
 
         return rebuild(runtime.kb)
 
@@ -294,7 +294,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
             return PlainTextResponse(render_text(response))
         view = legacy_view(response) if format == "legacy" else response_view(response) | {"text": render_text(response)}
         if explain and format == "json":
-            from kbseek.interfaces.console import explain_view
+            from kbseek.interfaces.http.console import explain_view
 
             view["explain"] = explain_view(response)
         return JSONResponse(view)
@@ -309,7 +309,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
              summary="The bounded tool-trace summary for a verifier")
     def verify_summary(_: Read, session_id: str, limit: Annotated[int, Query(ge=200, le=20_000)] = 2000
                        ) -> dict[str, Any]:
-        from kbseek.verifier import summarize
+        from kbseek.observability.trace_summary import summarize
 
         return summarize(runtime.kb.trace(session_id), limit=limit)
 
@@ -346,7 +346,7 @@ def _report(kb: Any, report: Any) -> dict[str, Any]:
 
 def _since(text: str | None) -> Any:
     """The ``since`` parameter as a time, or 422 naming it."""
-    from kbseek.interfaces.ops_cli import parse_since
+    from kbseek.interfaces.cli.maintenance import parse_since
 
     if not text:
         return None

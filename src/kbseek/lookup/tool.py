@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbseek import retrieval
+from kbseek.retrieval import recall as retrieval
 from kbseek.core.analysis import clean_query
 from kbseek.core.answer import (
     Answer, Candidate, DocumentEvidence, DocumentInfo, assemble, compact_summary, dedup_key, join_chunks, metadata_only,
@@ -26,10 +26,10 @@ from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Threshold
 from kbseek.core.results import CategoryFilter, Hit
 from kbseek.core.rewrite import Rewrite
 from kbseek.errors import KbseekError, NotFoundError
-from kbseek.indexes import IndexedDocument, Indexes
-from kbseek.logs import request_scope
-from kbseek.records import failure_row, success_row
-from kbseek.sections import document_chunks, expanded, find_section, resolve_document
+from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.observability.logs import request_scope
+from kbseek.lookup.records import failure_row, success_row
+from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
 
 if TYPE_CHECKING:
     from kbseek.service import KnowledgeBase

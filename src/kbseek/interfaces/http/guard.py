@@ -188,7 +188,7 @@ class McpGuard:
         self.app, self.settings, self.keys = app, settings, keys
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        from kbseek.interfaces.request_guard import origin_allowed, send_error
+        from kbseek.interfaces.http.request_guard import origin_allowed, send_error
 
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse
 
-from kbseek.interfaces.api_guard import ApiError
+from kbseek.interfaces.http.guard import ApiError
 
 # the only files of the bundle the page loads (the bundle's own index.html loads a demo API from the internet)
 ASSETS = {"swagger-ui.css": "text/css", "swagger-ui-bundle.js": "text/javascript", "favicon-32x32.png": "image/png"}
@@ -33,7 +33,7 @@ PAGE = """<!doctype html>
 
 
 def _security_headers() -> dict[str, str]:
-    from kbseek.interfaces.console import CSP
+    from kbseek.interfaces.http.console import CSP
 
     return {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 

@@ -7,7 +7,7 @@ from kbseek.core.answer import Candidate
 from kbseek.core.markdown import normalize_heading
 from kbseek.core.models import Chunk
 from kbseek.errors import NotFoundError
-from kbseek.indexes import IndexedDocument, Indexes
+from kbseek.retrieval.indexes import IndexedDocument, Indexes
 
 
 def document_chunks(indexes: Indexes, document_id: str) -> list[Chunk]:

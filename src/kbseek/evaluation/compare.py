@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kbseek.evaluation import DatasetError
+from kbseek.evaluation.runner import DatasetError
 
 PERMUTATIONS = 10_000
 

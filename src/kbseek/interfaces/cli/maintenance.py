@@ -24,7 +24,7 @@ from kbseek.core.relevance import LEVELS as ANSWER_LEVELS
 from kbseek.core.relevance import NO_CONFIDENT_MATCH
 from kbseek.errors import KbseekError
 from kbseek.interfaces.cli import JsonFlag, _errors, _open_owned, _print_json, _settings, app, out, owning
-from kbseek.readonly import require_current_schema, require_database
+from kbseek.home.readonly import require_current_schema, require_database
 
 invocations_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                               help="List and prune recorded lookup_knowledge calls.")
@@ -154,7 +154,7 @@ def metrics(
     since: Annotated[str, typer.Option(help="Rebuild the metrics of records after this: 24h, 7d or a date.")] = "24h",
 ) -> None:
     """Prometheus metrics (text format) rebuilt from the recorded calls and writes of a period."""
-    from kbseek.telemetry import from_records
+    from kbseek.observability.metrics import from_records
 
     with _errors(False):
         engine = _engine()
@@ -175,7 +175,7 @@ def doctor_command(
     """Check the schema, stored originals, indexes and vectors against the database; --fix repairs them.
 
     Without --fix it writes nothing and runs beside a server; with --fix it needs the data home to itself."""
-    from kbseek.operations import check_home, doctor
+    from kbseek.maintenance.operations import check_home, doctor
 
     with _errors(as_json):
         if fix:
@@ -220,7 +220,7 @@ def _print_doctor(result: dict[str, Any], fix: bool) -> None:
 @app.command("reindex")
 def reindex_command(as_json: JsonFlag = False) -> None:
     """Rebuild originals, indexes and every vector from the database (cached embeddings are reused)."""
-    from kbseek.operations import reindex
+    from kbseek.maintenance.operations import reindex
 
     with _errors(as_json), owning("reindex") as settings, _open_owned(settings) as kb:
         result = reindex(kb)
@@ -237,7 +237,7 @@ def backup_command(
     as_json: JsonFlag = False,
 ) -> None:
     """A consistent snapshot of the data home (its SQLite database), safe while a server runs."""
-    from kbseek.operations import backup
+    from kbseek.maintenance.operations import backup
 
     with _errors(as_json):
         result = backup(_settings(), out_file)
@@ -255,7 +255,7 @@ def restore_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Restore a backup into the data home; originals, indexes and vectors are rebuilt from it."""
-    from kbseek.operations import restore
+    from kbseek.maintenance.operations import restore
 
     with _errors(as_json), owning("restore") as settings:
         result = restore(archive, settings, force=force)

@@ -24,10 +24,10 @@ from kbseek.core.keywords import KeywordEntry, KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.adapters.embedders import EmbeddingStopped
-from kbseek.dense import DeferredDense, DenseIndex
-from kbseek.dense_worker import DenseWorker
+from kbseek.retrieval.vectors import DeferredDense, DenseIndex
+from kbseek.retrieval.vector_worker import DenseWorker
 from kbseek.errors import KbseekError
-from kbseek.rwlock import TwoCopies
+from kbseek.retrieval.rwlock import TwoCopies
 
 log = logging.getLogger("kbseek")
 
@@ -390,7 +390,7 @@ class Indexes:
         return max(0.0, self._dense_retry_at - time.monotonic())
 
     def vectors_in_background(self) -> None:
-        """From now on, changed documents get their vectors from a worker thread (see ``dense_worker``), which
+        """From now on, changed documents get their vectors from a worker thread (see ``vector_worker``), which
         also retries failed ones when they are due."""
         if self.dense is not None and self._worker is None:
             self._worker = DenseWorker(lambda loaded, removed, gone: self._sync_dense(loaded, removed, gone, False),

@@ -49,7 +49,7 @@ class Telemetry:
         self.chunks = Gauge("kbseek_chunks", "Chunks in the knowledge base", registry=r)
 
     def observe_lookup(self, row: dict[str, Any], *, slow: bool) -> None:
-        """Count one recorded ``tool_invocation`` row (see :mod:`kbseek.records`)."""
+        """Count one recorded ``tool_invocation`` row (see :mod:`kbseek.lookup.records`)."""
         self.lookups.labels(row["policy"] or "-", row["relevance_level"], str(bool(row["success"])).lower()).inc()
         for stage, ms in (row.get("timings") or {}).items():
             self.stage_seconds.labels(stage).observe(ms / 1000)

@@ -30,10 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
 
-from kbseek.interfaces.api_guard import ApiError, Principal, reader, writer
-from kbseek.interfaces.views import lane_view
+from kbseek.interfaces.http.guard import ApiError, Principal, reader, writer
+from kbseek.lookup.views import lane_view
 
-WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 EXPLAIN_LIMIT = 20  # candidates per lane, and places of the fused ranking, in an explain view
 EVAL_POLICIES = ("hybrid", "dense", "lexical", "legacy", "answer:hybrid", "answer:dense", "answer:lexical")
 CASE_TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section")
@@ -165,7 +165,7 @@ def report_list(folder: Path) -> list[dict[str, Any]]:
 
 def _new_case_file(path: Path, knowledge_base: Path, case: Any) -> None:
     """A case file holding ``case``, its ``knowledge_base`` (the stored originals) relative to it."""
-    from kbseek.cases import CaseFile
+    from kbseek.evaluation.cases import CaseFile
 
     folder = os.path.relpath(knowledge_base, path.parent)
     cases = CaseFile(knowledge_base=folder, description="Golden cases saved from the kbseek web console.",
@@ -212,7 +212,7 @@ def register_console(app: FastAPI, runtime: Any) -> None:
 
     @app.get("/api/eval/cases", tags=["evaluation"], summary="The golden cases the console adds to and runs")
     def list_cases(_: Read) -> dict[str, Any]:
-        from kbseek.cases import read_cases
+        from kbseek.evaluation.cases import read_cases
 
         path = settings.golden_cases_path
         if not path.exists():
@@ -224,7 +224,7 @@ def register_console(app: FastAPI, runtime: Any) -> None:
     @app.post("/api/eval/cases", tags=["evaluation"], status_code=201,
               summary="Save a lookup's query and its chosen evidence as a golden case")
     def add_case(_: Write, new: Annotated[NewCase, Body()]) -> dict[str, Any]:
-        from kbseek.cases import add_case as append, case_from_lookup, read_cases
+        from kbseek.evaluation.cases import add_case as append, case_from_lookup, read_cases
 
         path = settings.golden_cases_path
         try:
@@ -269,9 +269,9 @@ def register_console(app: FastAPI, runtime: Any) -> None:
 
     @app.post("/api/eval/runs", tags=["evaluation"], summary="Run the golden cases against this knowledge base")
     def run_cases(_: Write, new: Annotated[NewRun, Body()] = NewRun()) -> JSONResponse:
-        from kbseek.cases import load_cases
-        from kbseek.evaluation import metric_names, report, run_policy
-        from kbseek.report import write_report
+        from kbseek.evaluation.cases import load_cases
+        from kbseek.evaluation.runner import metric_names, report, run_policy
+        from kbseek.evaluation.report import write_report
 
         kb = runtime.kb
         path = settings.golden_cases_path

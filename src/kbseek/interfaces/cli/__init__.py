@@ -18,12 +18,12 @@ from rich.table import Table
 
 from kbseek import __version__
 from kbseek.errors import KbseekError
-from kbseek.interfaces.answers import FORMATS, legacy_view, render_text, response_view
-from kbseek.interfaces.views import document_view, hit_view, search_view
-from kbseek.logs import configure_logging, set_process_actor
-from kbseek.ownership import HomeInUse, HomeLock, busy_message, owner_of
+from kbseek.lookup.render import FORMATS, legacy_view, render_text, response_view
+from kbseek.lookup.views import document_view, hit_view, search_view
+from kbseek.observability.logs import configure_logging, set_process_actor
+from kbseek.home.ownership import HomeInUse, HomeLock, busy_message, owner_of
 from kbseek.settings import Settings
-from kbseek.tool import InvalidRequest
+from kbseek.lookup.tool import InvalidRequest
 
 # Plain help (click's): typer's rich panels show every flag as taking a value ("--json <bool>", "-v <int>")
 HELP: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None,
@@ -385,7 +385,7 @@ def db_current(as_json: JsonFlag = False) -> None:
     from kbseek.adapters.sql import migrate
     from kbseek.adapters.sql.engine import make_engine
 
-    from kbseek.readonly import require_database
+    from kbseek.home.readonly import require_database
 
     with _errors(as_json):
         settings = _settings()
@@ -403,10 +403,10 @@ def db_current(as_json: JsonFlag = False) -> None:
             out.print(f"{info['database_url']}: revision {info['current']} (head {info['head']}, {state})", highlight=False)
 
 
-from kbseek.interfaces import eval_cli  # noqa: E402,F401  (registers the eval verbs, trace)
-from kbseek.interfaces import mcp_cli  # noqa: E402,F401  (mcp, tool-schema)
-from kbseek.interfaces import serve_cli  # noqa: E402,F401  (serve)
-from kbseek.interfaces import ops_cli  # noqa: E402,F401  (audit, invocations, metrics)
+from kbseek.interfaces.cli import evaluation  # noqa: E402,F401  (registers the eval verbs, trace)
+from kbseek.interfaces.cli import mcp  # noqa: E402,F401  (mcp, tool-schema)
+from kbseek.interfaces.cli import serve  # noqa: E402,F401  (serve)
+from kbseek.interfaces.cli import maintenance  # noqa: E402,F401  (audit, invocations, metrics)
 
 
 def main() -> None:

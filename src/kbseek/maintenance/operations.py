@@ -19,10 +19,10 @@ from typing import Any
 
 from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.engine import make_engine
-from kbseek.dense import DOCUMENT_PREFIX, has_summary_vector
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX, has_summary_vector
 from kbseek.core.models import StoredDocument
 from kbseek.errors import KbseekError
-from kbseek.ownership import HomeInUse, HomeLock, Owner, owner_of
+from kbseek.home.ownership import HomeInUse, HomeLock, Owner, owner_of
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -108,7 +108,7 @@ def check_home(settings: Settings) -> dict[str, Any]:
     the owner's ``/ready`` when a server owns it (its Milvus Lite data dir is its own), not at all while another
     command writes them (reported, ``ok`` false).
     """
-    from kbseek.readonly import SchemaNotCurrent, require_database
+    from kbseek.home.readonly import SchemaNotCurrent, require_database
 
     require_database(settings.database_url, settings.home)
     lock, owner = HomeLock(settings.home), owner_of(settings.home)

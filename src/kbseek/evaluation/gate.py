@@ -12,7 +12,7 @@ Rounding cannot remove that (a value near a rounding boundary flips as a value n
 does not compare exact outcomes.
 
 It asks, per case, what the outcome could have been had the noise fallen otherwise. The run's lane candidates
-(``kbseek.fixtures``) are replayed with every dense cosine pushed by ``±noise``: the case's relevant evidence up and
+(``kbseek.evaluation.replay``) are replayed with every dense cosine pushed by ``±noise``: the case's relevant evidence up and
 the rest down, and the reverse; the nine best up and the rest down, which raises the cosine and the gap the
 confidence gate reads, and the reverse; and a few seeded random sign patterns. Each case gets a *band*: its best and
 worst value of each metric, and the refusals seen. Another machine's outcome for a case lies within this machine's
@@ -36,8 +36,8 @@ import numpy as np
 
 from kbseek.core import metrics as m
 from kbseek.core.relevance import GAP_RANK
-from kbseek.dense import DOCUMENT_PREFIX
-from kbseek.evaluation import Dataset, JudgmentMapper, apply_query_settings, run_policy
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX
+from kbseek.evaluation.runner import Dataset, JudgmentMapper, apply_query_settings, run_policy
 from kbseek.service import KnowledgeBase
 
 # How far a cosine may differ between machines: the largest difference measured between builds of the engine

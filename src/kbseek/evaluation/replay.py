@@ -13,16 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kbseek import retrieval
+from kbseek.retrieval import recall as retrieval
 from kbseek.core import metrics as m
 from kbseek.core.analysis import clean_query
 from kbseek.core.answer import assemble
 from kbseek.core.keywords import DocumentMatch, KeywordHint
-from kbseek.evaluation import ANSWER_PREFIX, Dataset, DatasetError, JudgmentMapper, answer_chunks
-from kbseek.interfaces.views import hint_view
+from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, DatasetError, JudgmentMapper, answer_chunks
+from kbseek.lookup.views import hint_view
 from kbseek.ports import VectorHit
 from kbseek.service import KnowledgeBase
-from kbseek.tool import document_info, levelled
+from kbseek.lookup.tool import document_info, levelled
 
 FORMAT = 1
 ANSWER_TOP_K = 50

@@ -10,16 +10,16 @@ import typer
 from rich.table import Table
 
 from kbseek.interfaces.cli import JsonFlag, _State, _errors, _print_json, _settings, app, eval_app, out
-from kbseek.logs import configure_logging
+from kbseek.observability.logs import configure_logging
 
 
 def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
               split: str | None = None) -> Any:
     """A golden case file or a dataset folder, as one ``Dataset``."""
-    from kbseek.evaluation import load_dataset
+    from kbseek.evaluation.runner import load_dataset
 
     if dataset.is_file():
-        from kbseek.cases import load_cases
+        from kbseek.evaluation.cases import load_cases
 
         return load_cases(dataset, split=split)
     return load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
@@ -43,7 +43,7 @@ def eval_run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
-    from kbseek.evaluation import evaluate, parse_configs
+    from kbseek.evaluation.runner import evaluate, parse_configs
 
     with _errors(as_json):
         try:
@@ -56,12 +56,12 @@ def eval_run(
         data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
         fixture = None
         if replay is not None:
-            from kbseek.fixtures import load
+            from kbseek.evaluation.replay import load
 
             fixture = load(replay)
             base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
         if base_url is not None:
-            from kbseek.live_eval import evaluate_live
+            from kbseek.evaluation.live import evaluate_live
 
             report = evaluate_live(data, base_url, policies=policy, ks=ks, depth=depth, base=base,
                                    api_key=api_key or base.read_api_key or base.api_key)
@@ -94,7 +94,7 @@ def eval_compare(
     as_json: JsonFlag = False,
 ) -> None:
     """Case-by-case wins and losses of B against A, with a paired randomisation test."""
-    from kbseek.compare import compare, load_run
+    from kbseek.evaluation.compare import compare, load_run
 
     with _errors(as_json):
         label_a, a = load_run(run_a)
@@ -129,8 +129,8 @@ def eval_add_case(
     """Turn a recorded lookup (a bad answer seen in production) into a golden case."""
     import sys
 
-    from kbseek.cases import add_case, case_from_lookup
-    from kbseek.evaluation import DatasetError
+    from kbseek.evaluation.cases import add_case, case_from_lookup
+    from kbseek.evaluation.runner import DatasetError
 
     with _errors(as_json):
         try:
@@ -156,8 +156,8 @@ def eval_report(
     with_json: Annotated[bool, typer.Option("--json/--no-json", help="Also copy the run JSON (it holds every query's text).")] = True,
 ) -> None:
     """Write a run report as Markdown tables with PNG charts (metrics with intervals, per-tag breakdown)."""
-    from kbseek.evaluation import DatasetError
-    from kbseek.report import write_report
+    from kbseek.evaluation.runner import DatasetError
+    from kbseek.evaluation.report import write_report
 
     with _errors(False):
         try:
@@ -181,8 +181,8 @@ def eval_record(
 ) -> None:
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
-    from kbseek.evaluation import cache_home, default_cache_root, open_dataset_kb
-    from kbseek.fixtures import record
+    from kbseek.evaluation.runner import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.replay import record
     from kbseek.settings import Settings
 
     with _errors(False):
@@ -238,7 +238,7 @@ def verify_summary(
 ) -> None:
     """The tool-trace summary for a verifier: questions, strongest level, evidence status and sources, bounded."""
     from kbseek.interfaces.cli import _open
-    from kbseek.verifier import summarize
+    from kbseek.observability.trace_summary import summarize
 
     with _errors(as_json):
         with _open(vectors=False) as kb:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from kbseek.errors import KbseekError
-from kbseek.evaluation import ANSWER_PREFIX, Dataset, metric_names, report, run_policy
+from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, metric_names, report, run_policy
 from kbseek.settings import Settings
 
 SEARCH_LIMIT = 100  # the API's top_k bound

@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from kbseek.interfaces.api_guard import ApiError, Keys, jsonrpc_error
-from kbseek.logs import request_scope
-from kbseek.redact import redact
+from kbseek.interfaces.http.guard import ApiError, Keys, jsonrpc_error
+from kbseek.observability.logs import request_scope
+from kbseek.observability.redact import redact
 
 log = logging.getLogger("kbseek")
 
@@ -199,7 +199,7 @@ class RequestGuard:
 
 async def send_error(send: Any, error: ApiError, *, jsonrpc: bool = False) -> None:
     """``error`` as the API's JSON error body (or a JSON-RPC error, for ``/mcp``), sent straight to ASGI."""
-    from kbseek.interfaces.api_guard import error_body
+    from kbseek.interfaces.http.guard import error_body
 
     body = json.dumps(jsonrpc_error(error) if jsonrpc else error_body(error.code, error.message, error.hint)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -1,6 +1,6 @@
 """``kbseek serve``: the REST API, the MCP endpoint and the metrics on one port.
 
-The server owns its data home (``kbseek.ownership``) from start to exit: a second server on the same home, or a
+The server owns its data home (``kbseek.home.ownership``) from start to exit: a second server on the same home, or a
 writing CLI command, refuses and names it; reading commands run beside it. SIGTERM and Ctrl-C stop it cleanly and
 it exits 0, so ``make run`` and process supervisors see a normal stop rather than a death by signal.
 """
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from kbseek.interfaces.cli import _errors, _settings, app, err
-from kbseek.ownership import HomeInUse, HomeLock, Owner
+from kbseek.home.ownership import HomeInUse, HomeLock, Owner
 
 
 def refusal(owner: Owner, home: Path) -> str:
@@ -43,7 +43,7 @@ def serve(
     import anyio.to_thread
     import uvicorn
 
-    from kbseek.interfaces.api import create_app
+    from kbseek.interfaces.http.app import create_app
 
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     with _errors(False):

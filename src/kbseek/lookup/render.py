@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbseek.core.answer import DocumentEvidence, Piece
-from kbseek.interfaces.views import filter_view, hint_view, lane_view
+from kbseek.lookup.views import filter_view, hint_view, lane_view
 
 FORMATS = ("json", "text", "legacy")
 

@@ -17,9 +17,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kbseek.errors import INTERNAL_FAILURES, KbseekError, edge_hint, public_message
-from kbseek.interfaces.api_guard import ApiError, error_body, status_of
-from kbseek.logs import current_request_id
-from kbseek.redact import redact
+from kbseek.interfaces.http.guard import ApiError, error_body, status_of
+from kbseek.observability.logs import current_request_id
+from kbseek.observability.redact import redact
 
 log = logging.getLogger("kbseek")
 

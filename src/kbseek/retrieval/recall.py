@@ -21,10 +21,10 @@ from kbseek.core.fusion import l0_lane, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.relevance import GAP_RANK
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
-from kbseek.dense import DOCUMENT_PREFIX
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 from kbseek.errors import KbseekError
-from kbseek.indexes import Indexes
-from kbseek.logs import request_scope
+from kbseek.retrieval.indexes import Indexes
+from kbseek.observability.logs import request_scope
 
 log = logging.getLogger("kbseek")
 POLICIES = ("hybrid", "dense", "lexical")

@@ -196,12 +196,12 @@ def run_policy(kb: KnowledgeBase | None, dataset: Dataset, *, policy: str, depth
                name: str, overrides: dict[str, Any], fixture: dict[str, Any] | None = None,
                retrieve: Callable[[str, str, int], list[Any]] | None = None) -> RunResult:
     """Score one policy; ``retrieve(query, policy, depth)`` replaces the in-process knowledge base (e.g. a
-    server over HTTP, :mod:`kbseek.live_eval`) and returns objects with ``source_path`` and ``heading_path``."""
+    server over HTTP, :mod:`kbseek.evaluation.live`) and returns objects with ``source_path`` and ``heading_path``."""
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
     started = time.perf_counter()
     if fixture is not None:
-        from kbseek.fixtures import replay
+        from kbseek.evaluation.replay import replay
 
         run = replay(kb, dataset, fixture, policy=policy, depth=depth)
     for query in dataset.queries + dataset.unanswerable if fixture is None else ():
