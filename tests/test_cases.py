@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from conftest import EXAMPLES, ROOT, answerable_cases
+from kbseek.errors import DatasetError
 from kbseek.evaluation.cases import TAGS, add_case, case_from_lookup, load_cases, read_cases, schema
-from kbseek.evaluation.runner import DatasetError
 from kbseek.lookup.render import response_view
 from kbseek.service import KnowledgeBase
 

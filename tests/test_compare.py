@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, answerable_cases
+from kbseek.errors import DatasetError
 from kbseek.evaluation.compare import compare, paired_permutation_p
-from kbseek.evaluation.runner import DatasetError
 
 
 def run(name, scores):

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from kbseek.adapters.embedders import EmbeddingError, OpenAIEmbedder
-from kbseek.errors import StorageError
+from kbseek.adapters.embedders import OpenAIEmbedder
+from kbseek.errors import EmbeddingError, StorageError
 from kbseek.ports import VectorRecord
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings

@@ -8,9 +8,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from kbseek.errors import DatasetError
 from kbseek.core.models import Chunk
 from kbseek.evaluation.cases import load_cases
-from kbseek.evaluation.runner import DatasetError, JudgmentMapper, evaluate, load_dataset, parse_configs
+from kbseek.evaluation.runner import JudgmentMapper, evaluate, load_dataset, parse_configs
 from tests.conftest import ROOT, write
 
 

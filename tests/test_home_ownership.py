@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from conftest import doc
 from serving import KBSEEK, start_server
+from kbseek.errors import HomeInUse
 from kbseek.interfaces.cli import app
-from kbseek.home.ownership import HomeInUse, HomeLock, owner_of
+from kbseek.home.ownership import HomeLock, owner_of
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

@@ -8,8 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from conftest import EXAMPLES
-from kbseek.errors import NotFoundError
-from kbseek.lookup.tool import InvalidRequest
+from kbseek.errors import InvalidRequest, NotFoundError
 
 
 def test_every_call_is_recorded_with_what_each_layer_found(kb):

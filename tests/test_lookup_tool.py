@@ -12,8 +12,8 @@ from conftest import EXAMPLES, ROOT, doc, write
 from kbseek.lookup.render import legacy_view, render_text, response_view
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from kbseek.lookup.tool import InvalidRequest, LookupRequest
-from kbseek.errors import NotFoundError
+from kbseek.lookup.tool import LookupRequest
+from kbseek.errors import InvalidRequest, NotFoundError
 
 SCHEMA = json.loads((ROOT / "schemas" / "lookup-answer.schema.json").read_text("utf-8"))
 

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, ROOT
+from kbseek.errors import DatasetError
 from kbseek.evaluation import gate
 from kbseek.evaluation.cases import load_cases
 from kbseek.core.relevance import GAP_RANK
-from kbseek.evaluation.runner import (DatasetError, apply_query_settings, cache_home, evaluate, open_dataset_kb, report,
-                               run_policy)
+from kbseek.evaluation.runner import apply_query_settings, cache_home, evaluate, open_dataset_kb, report, run_policy
 from kbseek.evaluation.replay import record
 from kbseek.settings import Settings
 

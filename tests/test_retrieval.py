@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from kbseek.retrieval.recall import QueryError
+from kbseek.errors import QueryError
 from kbseek.service import KnowledgeBase
 from tests.conftest import EXAMPLES, ROOT, doc, write
 

@@ -9,12 +9,13 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
+from kbseek.errors import InvalidRequest
 from kbseek.interfaces.cli import app
 from kbseek.lookup.schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, input_schema, mcp_tool_definition, openai_tool_schema, parse_request,
     tool_descriptions,
 )
-from kbseek.lookup.tool import InvalidRequest, LookupRequest
+from kbseek.lookup.tool import LookupRequest
 
 runner = CliRunner()
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+
+BY_CODE: dict[str, type["KbseekError"]] = {}  # every error class by its stable code (the first class to use it)
+
 
 class KbseekError(Exception):
     """Base of every error kbseek raises on purpose.
@@ -14,6 +19,11 @@ class KbseekError(Exception):
     """
 
     code = "kbseek_error"
+    http_status = 400  # what the REST API answers; the MCP server and the CLI carry ``code`` instead
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        BY_CODE.setdefault(cls.code, cls)
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -28,6 +38,7 @@ class ConfigError(KbseekError):
     """A setting has a bad value."""
 
     code = "config_error"
+    http_status = 500
 
 
 class DocumentError(KbseekError):
@@ -37,6 +48,7 @@ class DocumentError(KbseekError):
     """
 
     code = "document_error"
+    http_status = 422
 
     def __init__(
         self, message: str, *, source: str, line: int | None = None, hint: str | None = None
@@ -51,42 +63,143 @@ class FrontmatterError(DocumentError):
     """The YAML frontmatter is malformed or of the wrong shape."""
 
     code = "frontmatter_error"
+    http_status = 422
 
 
 class TooLargeError(DocumentError):
     """A document over ``max_file_bytes``."""
 
     code = "too_large"
+    http_status = 413
 
 
 class UnsafePathError(KbseekError):
     """A document path or category could escape the knowledge base or is not printable."""
 
     code = "unsafe_path"
+    http_status = 400
 
 
 class NotFoundError(KbseekError):
     """The named document (or other object) does not exist."""
 
     code = "not_found"
+    http_status = 404
 
 
 class StorageError(KbseekError):
     """The database or the file store failed; nothing half-written was kept."""
 
     code = "storage_error"
+    http_status = 503
 
 
 class StorageFullError(StorageError):
     """The disk under the data home is full: the write was refused whole."""
 
     code = "storage_full"
+    http_status = 507
 
 
 class WriteConflictError(KbseekError):
     """Another write to the same document, or a repair, held it for too long: nothing was changed; retry."""
 
     code = "conflict"
+    http_status = 409
+
+
+class InvalidRequest(KbseekError):
+    """A ``lookup_knowledge`` (or other tool) request with a wrong field: the message names it."""
+
+    code = "invalid_request"
+    http_status = 422
+
+
+class QueryError(KbseekError):
+    """A query parameter is out of range."""
+
+    code = "invalid_query"
+    http_status = 422
+
+
+class InvalidOption(KbseekError):
+    """A command-line or API option with a value that cannot be used (``--since 99999999d``)."""
+
+    code = "invalid_option"
+    http_status = 422
+
+
+class EmbeddingError(KbseekError):
+    """The embedding model or server failed; lookups fall back to the lexical lanes."""
+
+    code = "embedding_error"
+    http_status = 503
+
+
+class EmbeddingStopped(EmbeddingError):
+    """Document embedding was asked to stop (shutdown); what was embedded so far is kept."""
+
+    code = "embedding_stopped"
+
+
+class Unavailable(KbseekError):
+    """The knowledge base cannot be had (yet): a host that opens it in the background is still loading it."""
+
+    code = "unavailable"
+    http_status = 503
+
+
+class HomeInUse(KbseekError):
+    """A command that writes found the data home owned by another process (``owner`` names it)."""
+
+    code = "home_in_use"
+    http_status = 409
+
+    def __init__(self, message: str, *, owner: Any, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.owner = owner
+
+
+class ReadOnlyError(KbseekError):
+    """Something tried to write through a knowledge base opened read-only."""
+
+    code = "read_only"
+    http_status = 409
+
+
+class SchemaNotCurrent(KbseekError):
+    """The database is missing or at an older schema, and this opening may not migrate it."""
+
+    code = "schema_not_current"
+    http_status = 503
+
+
+class OperationError(KbseekError):
+    """A maintenance operation (backup, restore, doctor) cannot be done as asked."""
+
+    code = "operation_error"
+
+
+class DatasetError(KbseekError):
+    """An evaluation dataset or golden-case file is missing or malformed: the file and the case are named."""
+
+    code = "dataset_error"
+
+
+class LiveEvalError(KbseekError):
+    """A live evaluation against a server failed (unreachable, or an answer that is not a lookup)."""
+
+    code = "live_eval_error"
+
+
+def http_status(code: str | None, default: int = 422) -> int:
+    """The HTTP status of an error ``code`` (a report carries the code, not the exception).
+
+    >>> http_status("not_found"), http_status("too_large"), http_status(None)
+    (404, 413, 422)
+    """
+    cls = BY_CODE.get(code or "")
+    return cls.http_status if cls is not None else default
 
 
 # Hints written for the command line, as each other interface says them: (hint, REST, MCP)

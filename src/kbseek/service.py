@@ -28,10 +28,10 @@ from kbseek.core.relevance import Thresholds, thresholds_for
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.retrieval.vectors import open_dense
-from kbseek.errors import KbseekError, NotFoundError, StorageError
+from kbseek.errors import HomeInUse, KbseekError, NotFoundError, StorageError
 from kbseek.retrieval.indexes import Indexes
 from kbseek.home.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
-from kbseek.home.ownership import HomeInUse, owner_of
+from kbseek.home.ownership import owner_of
 from kbseek.home.readonly import read_only_parts
 from kbseek.observability.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings

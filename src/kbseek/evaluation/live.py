@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from kbseek.errors import KbseekError
+from kbseek.errors import KbseekError, LiveEvalError
 from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, metric_names, report, run_policy
 from kbseek.settings import Settings
 
@@ -20,8 +20,6 @@ SEARCH_LIMIT = 100  # the API's top_k bound
 LOOKUP_LIMIT = 50
 
 
-class LiveEvalError(KbseekError):
-    code = "live_eval_error"
 
 
 @dataclass(frozen=True, slots=True)

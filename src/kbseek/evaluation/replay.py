@@ -13,12 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kbseek.errors import DatasetError
 from kbseek.retrieval import recall as retrieval
 from kbseek.core import metrics as m
 from kbseek.core.analysis import clean_query
 from kbseek.core.answer import assemble
 from kbseek.core.keywords import DocumentMatch, KeywordHint
-from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, DatasetError, JudgmentMapper, answer_chunks
+from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, JudgmentMapper, answer_chunks
 from kbseek.lookup.views import hint_view
 from kbseek.ports import VectorHit
 from kbseek.service import KnowledgeBase

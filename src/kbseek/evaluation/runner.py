@@ -23,7 +23,7 @@ from typing import Any
 from kbseek.core import metrics as m
 from kbseek.core.markdown import normalize_heading
 from kbseek.core.models import Chunk
-from kbseek.errors import KbseekError
+from kbseek.errors import DatasetError, KbseekError
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -31,8 +31,6 @@ DEFAULT_K = (1, 3, 5, 10)
 CACHE_ENV = "KBSEEK_EVAL_CACHE"
 
 
-class DatasetError(KbseekError):
-    code = "dataset_error"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kbseek.errors import KbseekError
+from kbseek.errors import HomeInUse, KbseekError
 
 try:
     import fcntl
@@ -55,14 +55,6 @@ class Owner:
         return f"{self.command} (pid {self.pid or '?'}{where})"
 
 
-class HomeInUse(KbseekError):
-    """A command that writes found the data home owned by another process."""
-
-    code = "home_in_use"
-
-    def __init__(self, message: str, *, owner: Owner, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.owner = owner
 
 
 # How a writing command is done through the server that owns the data home instead

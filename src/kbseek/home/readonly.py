@@ -17,20 +17,12 @@ from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.engine import make_engine
-from kbseek.errors import KbseekError
+from kbseek.errors import KbseekError, ReadOnlyError, SchemaNotCurrent
 from kbseek.settings import Settings
 
 
-class ReadOnlyError(KbseekError):
-    """Something tried to write through a knowledge base opened read-only."""
-
-    code = "read_only"
 
 
-class SchemaNotCurrent(KbseekError):
-    """The database is missing or at an older schema, and this opening may not migrate it."""
-
-    code = "schema_not_current"
 
 
 def _refuse(what: str) -> ReadOnlyError:

@@ -30,7 +30,7 @@ from pydantic import ConfigDict
 from starlette.applications import Starlette
 
 from kbseek import __version__
-from kbseek.errors import INTERNAL_FAILURES, KbseekError, NotFoundError, edge_hint, public_message
+from kbseek.errors import INTERNAL_FAILURES, KbseekError, NotFoundError, Unavailable, edge_hint, public_message
 from kbseek.retrieval.indexes import IndexedDocument, Indexes
 from kbseek.lookup.render import render_text, response_view
 from kbseek.lookup.schema import (
@@ -67,10 +67,6 @@ class _RawArguments(ArgModelBase):
         return {"arguments": dict(self.__pydantic_extra__ or {})}
 
 
-class Unavailable(KbseekError):
-    """The knowledge base cannot be had (yet): a host that opens it in the background is still loading it."""
-
-    code = "unavailable"
 
 
 def _provider(kb: Any) -> Callable[[], "KnowledgeBase"]:

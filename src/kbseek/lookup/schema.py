@@ -19,7 +19,8 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from kbseek.lookup.tool import TOOL_NAME, InvalidRequest, LookupRequest
+from kbseek.errors import InvalidRequest
+from kbseek.lookup.tool import TOOL_NAME, LookupRequest
 
 LOOKUP = TOOL_NAME
 SECTION = "get_document_section"

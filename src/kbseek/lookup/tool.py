@@ -25,7 +25,7 @@ from kbseek.core.keywords import STRONG_TIER, KeywordHint
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
 from kbseek.core.results import CategoryFilter, Hit
 from kbseek.core.rewrite import Rewrite
-from kbseek.errors import KbseekError, NotFoundError
+from kbseek.errors import InvalidRequest, KbseekError, NotFoundError
 from kbseek.retrieval.indexes import IndexedDocument, Indexes
 from kbseek.observability.logs import request_scope
 from kbseek.lookup.records import failure_row, success_row
@@ -39,8 +39,6 @@ TOOL_NAME = "lookup_knowledge"
 MAX_FILTER_VALUES = 20
 
 
-class InvalidRequest(KbseekError):
-    code = "invalid_request"
 
 
 class LookupRequest(BaseModel):

@@ -21,16 +21,14 @@ from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.engine import make_engine
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX, has_summary_vector
 from kbseek.core.models import StoredDocument
-from kbseek.errors import KbseekError
-from kbseek.home.ownership import HomeInUse, HomeLock, Owner, owner_of
+from kbseek.errors import HomeInUse, KbseekError, OperationError, SchemaNotCurrent
+from kbseek.home.ownership import HomeLock, Owner, owner_of
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 BACKUP_FORMAT = 1
 
 
-class OperationError(KbseekError):
-    code = "operation_error"
 
 
 def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -108,7 +106,7 @@ def check_home(settings: Settings) -> dict[str, Any]:
     the owner's ``/ready`` when a server owns it (its Milvus Lite data dir is its own), not at all while another
     command writes them (reported, ``ok`` false).
     """
-    from kbseek.home.readonly import SchemaNotCurrent, require_database
+    from kbseek.home.readonly import require_database
 
     require_database(settings.database_url, settings.home)
     lock, owner = HomeLock(settings.home), owner_of(settings.home)

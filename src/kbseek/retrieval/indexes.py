@@ -23,10 +23,9 @@ from kbseek.core.analysis import Analyzer, normalize
 from kbseek.core.keywords import KeywordEntry, KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, StoredDocument
-from kbseek.adapters.embedders import EmbeddingStopped
 from kbseek.retrieval.vectors import DeferredDense, DenseIndex
 from kbseek.retrieval.vector_worker import DenseWorker
-from kbseek.errors import KbseekError
+from kbseek.errors import EmbeddingStopped, KbseekError
 from kbseek.retrieval.rwlock import TwoCopies
 
 log = logging.getLogger("kbseek")

@@ -22,7 +22,7 @@ from kbseek.core.keywords import KeywordHint
 from kbseek.core.relevance import GAP_RANK
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX
-from kbseek.errors import KbseekError
+from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval.indexes import Indexes
 from kbseek.observability.logs import request_scope
 
@@ -33,10 +33,6 @@ MAX_TOP_K = 1000
 MAX_QUERY_CHARS = 4000
 
 
-class QueryError(KbseekError):
-    """A query parameter is out of range."""
-
-    code = "invalid_query"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
-from kbseek.adapters.embedders import EmbeddingError, EmbeddingStopped
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import Chunk, StoredDocument
-from kbseek.errors import KbseekError
+from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError
 from kbseek.ports import Embedder, VectorHit, VectorRecord, VectorStore
 
 if TYPE_CHECKING:

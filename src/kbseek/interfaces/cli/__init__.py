@@ -17,13 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kbseek import __version__
-from kbseek.errors import KbseekError
+from kbseek.errors import HomeInUse, InvalidRequest, KbseekError
 from kbseek.lookup.render import FORMATS, legacy_view, render_text, response_view
 from kbseek.lookup.views import document_view, hit_view, search_view
 from kbseek.observability.logs import configure_logging, set_process_actor
-from kbseek.home.ownership import HomeInUse, HomeLock, busy_message, owner_of
+from kbseek.home.ownership import HomeLock, busy_message, owner_of
 from kbseek.settings import Settings
-from kbseek.lookup.tool import InvalidRequest
 
 # Plain help (click's): typer's rich panels show every flag as taking a value ("--json <bool>", "-v <int>")
 HELP: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None,

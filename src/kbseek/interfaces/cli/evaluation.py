@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from kbseek.errors import DatasetError
 from kbseek.interfaces.cli import JsonFlag, _State, _errors, _print_json, _settings, app, eval_app, out
 from kbseek.observability.logs import configure_logging
 
@@ -130,7 +131,6 @@ def eval_add_case(
     import sys
 
     from kbseek.evaluation.cases import add_case, case_from_lookup
-    from kbseek.evaluation.runner import DatasetError
 
     with _errors(as_json):
         try:
@@ -156,7 +156,6 @@ def eval_report(
     with_json: Annotated[bool, typer.Option("--json/--no-json", help="Also copy the run JSON (it holds every query's text).")] = True,
 ) -> None:
     """Write a run report as Markdown tables with PNG charts (metrics with intervals, per-tag breakdown)."""
-    from kbseek.evaluation.runner import DatasetError
     from kbseek.evaluation.report import write_report
 
     with _errors(False):

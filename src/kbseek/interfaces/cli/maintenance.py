@@ -22,7 +22,7 @@ from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.tables import utcnow
 from kbseek.core.relevance import LEVELS as ANSWER_LEVELS
 from kbseek.core.relevance import NO_CONFIDENT_MATCH
-from kbseek.errors import KbseekError
+from kbseek.errors import InvalidOption, KbseekError
 from kbseek.interfaces.cli import JsonFlag, _errors, _open_owned, _print_json, _settings, app, out, owning
 from kbseek.home.readonly import require_current_schema, require_database
 
@@ -34,8 +34,6 @@ _SPAN = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-class BadOption(KbseekError):
-    code = "invalid_option"
 
 
 def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
@@ -50,12 +48,12 @@ def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
         try:
             return (now or utcnow()) - dt.timedelta(**{_UNITS[match[2]]: int(match[1])})
         except (OverflowError, ValueError):  # e.g. 99999999d: before the year 1 (or past int parsing)
-            raise BadOption(f"--since/--older-than {text[:40]!r}: reaches back before the year 1",
+            raise InvalidOption(f"--since/--older-than {text[:40]!r}: reaches back before the year 1",
                             hint="e.g. 90m, 24h, 7d, 2w or 2026-11-01T08:00") from None
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise BadOption(f"--since/--older-than {text!r}: not a span like 24h / 7d nor an ISO date",
+        raise InvalidOption(f"--since/--older-than {text!r}: not a span like 24h / 7d nor an ISO date",
                         hint="e.g. 90m, 24h, 7d, 2w or 2026-11-01T08:00") from None
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
@@ -84,7 +82,7 @@ def audit(
     """Who changed which document and when: every upload, update, delete and refused write."""
     with _errors(as_json):
         if action is not None and action not in ("added", "updated", "deleted", "rejected"):
-            raise BadOption(f"--action {action!r}: one of added, updated, deleted, rejected")
+            raise InvalidOption(f"--action {action!r}: one of added, updated, deleted, rejected")
         rows = AuditStore(_engine()).list(path=path, since=parse_since(since) if since else None, action=action,
                                           limit=limit)
         if as_json:
@@ -111,7 +109,7 @@ def invocations_list(
     """Recorded lookup_knowledge calls, newest last."""
     with _errors(as_json):
         if level is not None and level not in LEVELS:
-            raise BadOption(f"--level {level!r}: one of {', '.join(LEVELS)}")
+            raise InvalidOption(f"--level {level!r}: one of {', '.join(LEVELS)}")
         rows = InvocationStore(_engine()).list(session_id=session, since=parse_since(since) if since else None,
                                                level=level, success=False if failed else None, limit=limit)
         if as_json:
@@ -135,7 +133,7 @@ def invocations_prune(
     """Retention: delete old tool invocation records (session dedup state is kept)."""
     with _errors(as_json):
         if older_than is None and keep is None:
-            raise BadOption("say what to prune: --older-than 30d and/or --keep N")
+            raise InvalidOption("say what to prune: --older-than 30d and/or --keep N")
         before = parse_since(older_than) if older_than else None
     with _errors(as_json), owning("invocations prune") as settings:
         engine = make_engine(settings.database_url)

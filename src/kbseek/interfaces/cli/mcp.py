@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
+from kbseek.errors import InvalidRequest
 from kbseek.interfaces.cli import _errors, _open, _print_json, _settings, app, err
 from kbseek.lookup.schema import LOOKUP, TOOLS, mcp_tool_definition, openai_tool_schema
-from kbseek.lookup.tool import InvalidRequest
 
 SCHEMA_FORMATS = ("openai", "mcp")
 

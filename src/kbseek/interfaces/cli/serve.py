@@ -14,8 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
+from kbseek.errors import HomeInUse
 from kbseek.interfaces.cli import _errors, _settings, app, err
-from kbseek.home.ownership import HomeInUse, HomeLock, Owner
+from kbseek.home.ownership import HomeLock, Owner
 
 
 def refusal(owner: Owner, home: Path) -> str:

@@ -18,10 +18,10 @@ from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from kbseek.errors import KbseekError
+from kbseek.errors import KbseekError, http_status
 from kbseek.interfaces.http import errors as api_errors
 from kbseek.lookup.render import legacy_view, render_text, response_view
-from kbseek.interfaces.http.guard import STATUS, ApiError, Keys, McpGuard, Principal, error_body, reader, writer
+from kbseek.interfaces.http.guard import ApiError, Keys, McpGuard, Principal, error_body, reader, writer
 from kbseek.interfaces.http.request_guard import BodyLimit, HostNames, RequestGuard
 from kbseek.lookup.views import document_view, search_view
 from kbseek.observability.logs import actor_scope, configure_logging
@@ -331,7 +331,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
 
 
 def _upload_status(error_code: str | None) -> int:
-    return STATUS.get(error_code or "", 422)
+    return http_status(error_code)
 
 
 def _report(kb: Any, report: Any) -> dict[str, Any]:

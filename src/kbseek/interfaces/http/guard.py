@@ -27,10 +27,6 @@ from fastapi import Request
 from kbseek.errors import KbseekError
 from kbseek.settings import Settings
 
-# stable error code -> HTTP status
-STATUS = {"not_found": 404, "unsafe_path": 400, "too_large": 413, "invalid_request": 422, "invalid_query": 422,
-          "document_error": 422, "frontmatter_error": 422, "invalid_option": 422, "config_error": 500,
-          "storage_error": 503, "storage_full": 507, "conflict": 409, "embedding_error": 503}
 KEY_ID_SECRET = "key-id.secret"
 JSONRPC_UNAUTHORIZED, JSONRPC_INVALID_REQUEST = -32001, -32600
 
@@ -59,7 +55,7 @@ def jsonrpc_error(error: ApiError) -> dict[str, Any]:
 
 
 def status_of(exc: KbseekError) -> int:
-    return STATUS.get(exc.code, 400)
+    return exc.http_status
 
 
 def key_id(key: str, secret: bytes) -> str:
