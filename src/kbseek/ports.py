@@ -31,7 +31,7 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:
-    """One chunk's vector with the seeds' metadata (``_source``, ``_file_name``, category, …)."""
+    """One chunk's vector with the metadata a vector store filters and shows (``_source``, ``_file_name``, category, …)."""
 
     chunk_id: str
     vector: np.ndarray

@@ -217,7 +217,7 @@ class KnowledgeBase:
             return report
 
     def upload(self, data: bytes, file_name: str, *, category: str | None = None) -> FileReport:
-        """Store one document from bytes as ``{category}/{file_name}`` (the seeds' upload)."""
+        """Store one document from bytes as ``{category}/{file_name}`` (what the API's upload does)."""
         with request_scope():
             report = FileReport(source=file_name, status="failed")
             try:
@@ -371,7 +371,7 @@ class KnowledgeBase:
 
     def search(self, query: str, *, top_k: int = 10, category: str | None = None, policy: str | None = None,
                threshold: float | None = None) -> SearchResult:
-        """Ranked chunks with their lane scores (the seeds' ``/api/search/similar``)."""
+        """Ranked chunks with their lane scores (what ``/api/search/similar`` shows)."""
         return retrieval.search(self.indexes, query, top_k=top_k, category=category,
                                 policy=_recall_policy(policy or self.settings.policy), threshold=threshold,
                                 config=self.fusion_config())
@@ -445,7 +445,7 @@ class KnowledgeBase:
         return self.repository.list(category=category, limit=limit, offset=offset)
 
     def lint(self) -> list[dict[str, Any]]:
-        """Keywords several documents share: they make L0 hints ambiguous (the seeds' advice)."""
+        """Keywords several documents share: they make L0 hints ambiguous, so each should name one document."""
         return [
             {"keyword": keyword, "paths": paths, "message": f"keyword {keyword!r} is shared by {len(paths)} documents: {', '.join(paths)}"}
             for keyword, paths in shared_keywords(self.repository.keywords()).items()

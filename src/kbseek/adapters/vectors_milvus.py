@@ -1,7 +1,7 @@
 """Milvus through pymilvus: a Milvus Lite directory in the data home, or a server by URI + token.
 
 One collection per embedding model (``kbseek_<model>_<dim>``), so vectors of two models never mix.
-Fields carry the seeds' metadata. Filters are built only from escaped string literals.
+Fields carry each chunk's source, file name, category and breadcrumb. Filters are built only from escaped string literals.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _lite_reason(uri: str, caught: list[BaseException], exc: BaseException) -> s
 
 
 class MilvusVectorStore:
-    """The seeds' L1 store. ``uri`` is a path ending in ``.db`` (Milvus Lite) or a server URL."""
+    """The vector store of the dense lane. ``uri`` is a path ending in ``.db`` (Milvus Lite) or a server URL."""
 
     name = "milvus"
 

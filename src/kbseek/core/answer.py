@@ -1,6 +1,6 @@
 """The answer handed to an agent: evidence grouped by document, levelled, deduplicated, within a budget.
 
-Content forms (seed 000 §3): ``chunks`` (the matching pieces, the default), ``compact_summary``
+Content forms: ``chunks`` (the matching pieces, the default), ``compact_summary``
 (title, summary, section headings and a body excerpt: 800 characters for a short document, 500 for a
 long one, i.e. a body over ``LONG_DOCUMENT_CHARS``) and ``metadata_only`` (title, summary, keywords,
 source: ~150 characters, for an L0 match whose content is given elsewhere or not needed).
@@ -130,7 +130,7 @@ def excerpt(body: str) -> str:
 
 
 def compact_summary(doc: DocumentInfo, body: str) -> str:
-    """Seed 000 ``buildCompactSummary``: what to give when this document is all the agent gets."""
+    """The compact summary: what to give when this document is all the agent gets."""
     parts = [f"文档 Document: {doc.title}"]
     if doc.summary:
         parts.append(f"摘要 Summary: {doc.summary}")
@@ -142,7 +142,7 @@ def compact_summary(doc: DocumentInfo, body: str) -> str:
 
 
 def metadata_only(doc: DocumentInfo) -> str:
-    """Seed 000 ``buildMetadataOnlySummary``: the document exists and is about this; no body."""
+    """The metadata-only form: the document exists and is about this; no body."""
     parts = [f"文档 Document: {doc.title}"]
     if doc.summary:
         parts.append(f"摘要 Summary: {doc.summary}")

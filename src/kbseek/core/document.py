@@ -147,7 +147,7 @@ def parse_document(
 
 
 def shared_keywords(keywords_by_path: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
-    """Keywords (case-insensitive) that more than one document declares: the seeds' lint.
+    """Keywords (case-insensitive) that more than one document declares (``kbseek docs lint``): an L0 hint on it cannot tell them apart.
 
     >>> shared_keywords({"a.md": ("超时", "x"), "b.md": ("超时",)})
     {'超时': ['a.md', 'b.md']}

@@ -1,6 +1,6 @@
 """L0: the keyword hint over frontmatter (keywords, title, summary, category), in memory.
 
-Unlike the seeds' substring test, matches are scored and ordered. Each document's best match sets
+Matches are scored and ordered, not merely tested for a substring. Each document's best match sets
 its tier: exact keyword 6 > partial keyword 5 > exact title 4 > partial title 3 > exact summary 2 >
 partial summary 1 > category 0.5; its other matches add up to 0.99 inside the tier (a document
 matching two keywords beats one matching one). *Exact* means the whole keyword (title, summary)
@@ -70,7 +70,7 @@ class DocumentMatch:
 
 @dataclass(frozen=True, slots=True)
 class KeywordHint:
-    """The L0 hint of seed 001 §3: matches, matched keywords, domains, single domain or none."""
+    """The L0 hint of a query: matches, matched keywords, domains, and the single domain or none."""
 
     query: str
     matches: tuple[DocumentMatch, ...] = ()
@@ -92,7 +92,7 @@ class _Prepared:
 
 
 class KeywordIndex:
-    """Thread-safe L0 index; ``analyze_query`` is the seeds' ``analyzeQuery``.
+    """Thread-safe L0 index; ``analyze_query`` gives the L0 hint of one query.
 
     >>> index = KeywordIndex(Analyzer())
     >>> index.upsert(KeywordEntry("d1", "api/pay.md", "支付网关错误码定义", "错误码含义", ("ERR_TIMEOUT",), "api"))

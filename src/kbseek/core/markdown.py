@@ -11,7 +11,7 @@ section share up to ``overlap`` characters of prose (never code), and no chunk e
 whitespace only, which yields no chunk.
 
 The heading stack pops every heading of the same or a deeper level before pushing a new one,
-which, unlike the seeds' size-based stack, stays right when levels are skipped (H1 → H3 → H3).
+which stays right when levels are skipped (H1 → H3 → H3), unlike a stack sized by heading level.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class Chunk:
         return tuple(heading for _, heading in self.headings)
 
     def heading(self, level: int) -> str | None:
-        """``heading_h1``..``heading_h6`` of the seeds: the heading of that level, if any."""
+        """``heading_h1``..``heading_h6``: the heading of that level above the chunk, if any."""
         return next((heading for lvl, heading in self.headings if lvl == level), None)
 
 

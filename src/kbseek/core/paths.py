@@ -90,7 +90,7 @@ def category_for(path: str, frontmatter_category: str | None, override: str | No
 
 
 def upload_path(file_name: str, category: str) -> str:
-    """The identity of a single uploaded file: ``{category}/{filename}`` as in the seeds.
+    """The identity of a single uploaded file: ``{category}/{filename}``.
 
     >>> upload_path("payment-errors.md", "api")
     'api/payment-errors.md'

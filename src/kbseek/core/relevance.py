@@ -1,4 +1,4 @@
-"""Relevance levels of seed 001 §5, from two signals every hit has.
+"""Relevance levels, from the signals every hit has.
 
 * ``similarity``: the dense lane's cosine. Each model has its own band (multilingual-e5 cosines sit
   between about 0.75 and 0.95 whatever the text), so its thresholds are calibrated per model
@@ -12,7 +12,7 @@
 
 A hit is *strong* when its cosine and gap both pass their high thresholds or its coverage does, and
 *supported* likewise with the low ones. ``PRECISE``: strong, and its document is L0's one strong match
-(the seeds: "L0 unique match and high L1 similarity"). ``HIGHLY_RELEVANT``: strong, or supported and its
+(one keyword match and strong similarity agree). ``HIGHLY_RELEVANT``: strong, or supported and its
 document is an L0 match. ``REFERENCE``: supported. Anything else is not evidence; when nothing is, the
 answer says *no confident match*. ``DEDUPED`` is given later, by the session.
 """

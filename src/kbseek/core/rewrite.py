@@ -1,4 +1,4 @@
-"""Rule-based query transformation (seed 001 §10), optional, always with the original query kept.
+"""Rule-based query transformation, optional, always with the original query kept.
 
 * **Identifiers**: words the user split (``err timeout``, ``high cpu usage``) that spell a known
   identifier (``ERR_TIMEOUT``, ``HighCPUUsage``) add that identifier.

@@ -1,4 +1,4 @@
-"""Golden cases (seed 001 §9): fixed questions with their expected evidence, one JSON file per knowledge base.
+"""Golden cases: fixed questions with their expected evidence, one JSON file per knowledge base.
 
 The format is ``schemas/golden-cases.schema.json`` (generated from the models below). A case names its
 expected evidence as the knowledge base names it: a document path and, optionally, a heading path as the

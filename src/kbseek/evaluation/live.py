@@ -1,4 +1,4 @@
-"""Live acceptance (seed 001): the same evaluation as offline, against a running server's endpoints.
+"""Live acceptance: the same evaluation as offline, against a running server's endpoints.
 
 Recall policies (``hybrid``, ``dense``, ``lexical``) read ``GET /api/search/similar``; answer policies
 (``answer:<policy>``, ``legacy``) read ``POST /api/lookup``, so what is scored is what an agent received.

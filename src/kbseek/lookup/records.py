@@ -1,4 +1,4 @@
-"""What a ``lookup_knowledge`` call leaves behind: the ``tool_invocation`` row of seed 001 §7."""
+"""What a ``lookup_knowledge`` call leaves behind: its ``tool_invocation`` row."""
 
 from __future__ import annotations
 

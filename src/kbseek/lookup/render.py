@@ -1,5 +1,5 @@
 """``lookup_knowledge`` responses as JSON (``schemas/lookup-answer.schema.json``), as text for an LLM's
-context, and in the Java tool's legacy shape (``found`` / ``primary`` / ``supplement``)."""
+context, and in the legacy shape older agents of the original service read (``found`` / ``primary`` / ``supplement``)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def render_text(response: Any) -> str:
 
 
 def legacy_view(response: Any) -> dict[str, Any]:
-    """The Java ``LookupKnowledgeTool`` shape: the first document is ``primary``, the rest ``supplement``."""
+    """The original service's tool shape: the first document is ``primary``, the rest ``supplement``."""
     entries = response.answer.documents
     legacy = response.legacy or {}
     if not entries:

@@ -3,7 +3,7 @@
 It turns a ranked recall (``retrieval.lookup``) into an answer for an agent: relevance levels and
 *no confident match* (``core.relevance``), grouping, caps, budget and content forms (``core.answer``),
 sections and neighbour expansion, frontmatter filters, optional query rewriting, the ``legacy``
-decision matrix of seeds 000/003, and session dedup.
+decision matrix of the original service (one strong L0 match answers with its compact summary), and session dedup.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def _field_matches(value: Any, wanted: set[str]) -> bool:
 
 def _l0_status(hint: KeywordHint) -> dict[str, str]:
     """Per document: ``unique`` (L0's one strong match), ``match`` (one of several), else absent.
-    Only strong matches (a whole keyword or title in the query) count, as the seeds' exact L0 did."""
+    Only strong matches (a whole keyword or title in the query) count, as the original service's exact L0 match did."""
     strong = [m.document_id for m in hint.matches if m.exact and m.score >= STRONG_TIER]
     if len(strong) == 1:
         return {strong[0]: "unique"}
@@ -309,7 +309,9 @@ class LookupTool:
 
     def _legacy(self, indexes: Indexes, hint: KeywordHint, candidates: list[Candidate]
                 ) -> tuple[list[Candidate], list[DocumentEvidence], dict[str, Any]]:
-        """Seeds 000 §4 / 003: ``needFullContent = highConfidence || !hasL1``."""
+        """The original service's decision matrix: a document's whole compact summary is given when L0 has one
+        strong match (high confidence) or recall found nothing; otherwise the recalled pieces, with strong L0
+        matches named as metadata."""
         strong = [m for m in hint.matches if m.exact and m.score >= STRONG_TIER and m.document_id in indexes.documents]
         semantic = [c for c in candidates if "dense" in c.lanes or "bm25" in c.lanes]
         if len(strong) == 1:
@@ -349,7 +351,7 @@ def _within(hint: KeywordHint, category: str | None, only: frozenset[str] | None
 
 def _unplaced_l0_matches(indexes: Indexes, hint: KeywordHint, candidates: list[Candidate],
                          only: frozenset[str] | None) -> list[DocumentEvidence]:
-    """Strong L0 matches with no piece in the answer: named metadata-only (seed 000 §3.2), at most two."""
+    """Strong L0 matches with no piece in the answer: named metadata-only (title, summary, keywords, source), at most two."""
     placed = {c.document_id for c in candidates}
     out = []
     for m in hint.matches:

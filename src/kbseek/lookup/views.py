@@ -76,7 +76,7 @@ def hit_view(hit: Any) -> dict[str, Any]:
 
 
 def lane_view(lane: Any) -> dict[str, Any]:
-    """Seed 001's score fields: ``score`` is distance-like (lower is closer) for the dense lane,
+    """The score fields an agent reads: ``score`` is distance-like (lower is closer) for the dense lane,
     ``raw_score`` what the lane computed, ``score_label`` which kind that is."""
     score = 1.0 - lane.score if lane.score_label == "similarity" else lane.score
     return {"rank": lane.rank, "score": round(score, 6), "raw_score": round(lane.score, 6),

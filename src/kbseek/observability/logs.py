@@ -19,7 +19,7 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 
 
 def new_request_id() -> str:
-    """A short random id, like the seeds' ``[a1b2c3d4]``."""
+    """A short random id (``a1b2c3d4``) that every log line of one request carries."""
     return uuid.uuid4().hex[:8]
 
 

@@ -1,4 +1,4 @@
-"""The tool-trace summary a verifier model checks an answer against (seed 001 §7, ToolTraceSummaryService).
+"""The tool-trace summary a verifier model checks an answer against .
 
 Built from a session's trace: which questions were asked, the strongest relevance level each reached, its
 evidence status (complete, partial, none) and sources, which found no confident match, which were asked again.

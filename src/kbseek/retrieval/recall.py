@@ -204,7 +204,7 @@ def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: Cat
 
 def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | None = None,
            policy: str = "hybrid", threshold: float | None = None, config: FusionConfig | None = None) -> SearchResult:
-    """Ranked chunks with their lane scores (the seeds' ``/api/search/similar`` view)."""
+    """Ranked chunks with their lane scores (what ``/api/search/similar`` shows)."""
     query = check_query(query, top_k, policy)
     config = config or FusionConfig()
     with request_scope() as request_id:

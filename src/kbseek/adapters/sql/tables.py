@@ -111,7 +111,7 @@ class MetaRow(Base):
 
 
 class LookupSessionRow(Base):
-    """An agent session's call counter (seed 001 §8: dedup is per session, never global)."""
+    """An agent session's call counter (dedup is per session, never global)."""
 
     __tablename__ = "lookup_sessions"
 
@@ -122,7 +122,7 @@ class LookupSessionRow(Base):
 
 
 class SessionEvidenceRow(Base):
-    """Evidence a session was given: the seeds' RetrievedDocTracker, kept in the database."""
+    """Evidence a session was given, kept in the database so dedup survives restarts and spans processes."""
 
     __tablename__ = "session_evidence"
 
@@ -137,7 +137,7 @@ class SessionEvidenceRow(Base):
 
 
 class ToolInvocationRow(Base):
-    """One ``lookup_knowledge`` call, successful or not (seed 001 §7: the ``tool_invocation`` record)."""
+    """One ``lookup_knowledge`` call, successful or not: the ``tool_invocation`` record."""
 
     __tablename__ = "tool_invocations"
     __table_args__ = (Index("ix_tool_invocations_level_id", "relevance_level", "id"),)  # newest N of a level
