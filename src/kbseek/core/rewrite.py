@@ -18,8 +18,9 @@ from pathlib import Path
 
 from kbseek.core.analysis import identifier_tokens
 from kbseek.errors import ConfigError
+from kbseek.core.modes import REWRITE_MODES
 
-MODES = ("off", "expand", "multi")
+MODES = REWRITE_MODES
 MAX_VARIANTS = 4
 _SPLIT = re.compile(r"[\s_\-./:]+")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]")

@@ -7,8 +7,9 @@ from typing import Any
 
 from kbseek.core.answer import DocumentEvidence, Piece
 from kbseek.lookup.views import filter_view, hint_view, lane_view
+from kbseek.core.modes import ANSWER_FORMATS
 
-FORMATS = ("json", "text", "legacy")
+FORMATS = ANSWER_FORMATS
 
 
 def piece_view(piece: Piece) -> dict[str, Any]:

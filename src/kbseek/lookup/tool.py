@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -30,6 +30,7 @@ from kbseek.retrieval.indexes import IndexedDocument, Indexes
 from kbseek.observability.logs import request_scope
 from kbseek.lookup.records import failure_row, success_row
 from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
+from kbseek.core.modes import Dedup, Expand, Policy, Rewrite
 
 if TYPE_CHECKING:
     from kbseek.service import KnowledgeBase
@@ -54,16 +55,16 @@ class LookupRequest(BaseModel):
     filters: dict[str, str | list[str]] | None = Field(
         None, description="Frontmatter fields that must match, e.g. {\"service\": \"payment\", \"tags\": [\"db\"]}.")
     top_k: int = Field(5, ge=1, le=50, description="At most this many evidence pieces.")
-    policy: Literal["hybrid", "dense", "lexical", "legacy"] | None = Field(
+    policy: Policy | None = Field(
         None, description="Retrieval policy; default from the settings (hybrid).")
-    expand: Literal["none", "section", "neighbors"] = Field(
+    expand: Expand = Field(
         "none", description="Give each hit's whole section, or its neighbouring chunks.")
     section: str | None = Field(None, min_length=1, max_length=600,
                                 description="One section: 'path/to/doc.md#anchor' or '#heading path' within the "
                                             "best document for the query.")
-    dedup: Literal["section", "document"] = Field("section", description="What a session remembers as given.")
+    dedup: Dedup = Field("section", description="What a session remembers as given.")
     budget_chars: int | None = Field(None, ge=200, le=100_000, description="Total characters of evidence.")
-    rewrite: Literal["off", "expand", "multi"] | None = Field(None, description="Rule-based query rewriting.")
+    rewrite: Rewrite | None = Field(None, description="Rule-based query rewriting.")
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "LookupRequest":

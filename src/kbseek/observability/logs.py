@@ -9,11 +9,11 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
+from kbseek.core.modes import LOG_FORMATS
 
 _request_id: contextvars.ContextVar[str] = contextvars.ContextVar("kbseek_request_id", default="-")
 _actor: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar("kbseek_actor", default=("local", None))
 logger = logging.getLogger("kbseek")
-LOG_FORMATS = ("text", "json")
 # LogRecord attributes that are not the caller's ``extra=`` fields
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "request_id"}
 

@@ -25,10 +25,10 @@ from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval.indexes import Indexes
 from kbseek.observability.logs import request_scope
+from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
 
 log = logging.getLogger("kbseek")
-POLICIES = ("hybrid", "dense", "lexical")
-FUSION_METHODS = ("rrf", "rsf")
+POLICIES = RECALL_POLICIES
 MAX_TOP_K = 1000
 MAX_QUERY_CHARS = 4000
 

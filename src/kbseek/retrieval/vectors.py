@@ -26,12 +26,13 @@ from kbseek.core.ids import sha256_hex
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError
 from kbseek.ports import Embedder, VectorHit, VectorRecord, VectorStore
+from kbseek.core.modes import EMBEDDING_INPUTS
 
 if TYPE_CHECKING:
     from kbseek.settings import Settings
 
 log = logging.getLogger("kbseek")
-INPUT_VARIANTS = ("full", "breadcrumb", "text")
+INPUT_VARIANTS = EMBEDDING_INPUTS
 BATCH = 32
 
 

