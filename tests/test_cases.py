@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
 
 from conftest import EXAMPLES, ROOT, answerable_cases
+from kbseek.core.document import ChunkingConfig, parse_document
 from kbseek.errors import DatasetError
 from kbseek.evaluation.cases import TAGS, add_case, case_from_lookup, load_cases, read_cases, schema
 from kbseek.lookup.render import response_view
 from kbseek.service import KnowledgeBase
 
 CASES = EXAMPLES / "eval" / "golden-cases.json"
+# Every case file in the repository: the examples' and the held-out ones under eval/cases
+CASE_FILES = sorted([*(EXAMPLES / "eval").glob("*.json"), *(ROOT / "eval" / "cases").glob("*.json")])
 
 
 def test_committed_schema_is_the_generated_one_and_the_example_cases_follow_it():
@@ -90,3 +94,61 @@ def test_eval_run_takes_a_case_file(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["dataset"] == "golden-cases" and report["config"]["queries"] == answerable_cases(CASES, "dev")
+
+
+def _unresolved_evidence(path) -> list[str]:
+    """Each expected piece of ``path`` whose document is missing or whose heading path starts no chunk's."""
+    cases = read_cases(path)
+    corpus = (path.parent / cases.knowledge_base).resolve()
+    sections: dict[str, set[tuple[str, ...]]] = {}
+    for doc in sorted(corpus.rglob("*.md")):
+        rel = doc.relative_to(corpus).as_posix()
+        sections[rel] = {tuple(c.heading_path) for c in parse_document(doc.read_bytes(), path=rel,
+                                                                         config=ChunkingConfig()).chunks}
+    problems = []
+    for case in cases.cases:
+        for e in case.expected:
+            wanted = tuple(e.heading_path)
+            if e.document not in sections:
+                problems.append(f"{case.id}: no document {e.document}")
+            elif not any(hp[:len(wanted)] == wanted for hp in sections[e.document]):
+                problems.append(f"{case.id}: no section {e.judged_id}")
+    return problems
+
+
+@pytest.mark.parametrize("path", CASE_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_expected_heading_path_is_a_section_of_its_document(path):
+    corpus = (path.parent / read_cases(path).knowledge_base).resolve()
+    if not corpus.is_dir() and not corpus.is_relative_to(ROOT):
+        pytest.skip(f"{corpus} (shared data outside the repository) is absent here")
+    assert CASE_FILES and corpus.is_dir()
+    assert _unresolved_evidence(path) == []
+
+
+def test_a_heading_path_that_is_not_in_the_document_is_named(tmp_path):
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "d.md").write_text("# 手册\n\n## 排查步骤\n\n先看日志。\n\n## 验证\n\n看指标。\n", "utf-8")
+    path = _write(tmp_path, [
+        {"id": "ok", "query": "q", "expected": [{"document": "d.md", "heading_path": ["手册", "排查步骤"]},
+                                                 {"document": "d.md", "heading_path": ["手册"]}]},
+        {"id": "typo", "query": "q", "expected": [{"document": "d.md", "heading_path": ["手册", "验证步骤"]}]},
+        {"id": "skipped-h1", "query": "q", "expected": [{"document": "d.md", "heading_path": ["验证"]}]},
+        {"id": "gone", "query": "q", "expected": [{"document": "e.md"}]}])
+    assert _unresolved_evidence(path) == ["typo: no section d.md#手册/验证步骤", "skipped-h1: no section d.md#验证",
+                                          "gone: no document e.md"]
+
+
+def test_held_out_case_files_are_test_split_only():
+    held_out = [p for p in CASE_FILES if p.parent == ROOT / "eval" / "cases"]
+    assert held_out, "eval/cases holds the unseen questions"
+    for path in held_out:
+        assert {c.split for c in read_cases(path).cases} == {"test"}, f"{path.name} holds a case that may be tuned on"
+
+
+def test_the_console_offers_every_case_tag():
+    from kbseek.interfaces.http.console import CASE_TAGS
+
+    assert set(CASE_TAGS) == set(TAGS)
+    script = (ROOT / "src" / "kbseek" / "web" / "lookup.js").read_text("utf-8")
+    offered = re.search(r"const TAGS = \[(.*?)\];", script, re.S)
+    assert offered and set(re.findall(r"'([a-z-]+)'", offered.group(1))) == set(TAGS) - {"no-answer"}

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kbseek.errors import DatasetError
 from kbseek.evaluation.runner import Dataset, Query
 
-TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section")
+TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section",
+        "multi-part", "purpose", "near-topic")
 
 
 class Expected(BaseModel):

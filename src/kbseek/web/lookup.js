@@ -4,7 +4,8 @@ import {badge, encodePath, fmtNum, h, replace, table} from './dom.js';
 import {t} from './i18n.js';
 import {errorBox, field, loading, notice, select} from './ui.js';
 
-const TAGS = ['exact-term', 'paraphrase', 'mixed-language', 'english', 'multi-doc', 'alert-line', 'section'];
+const TAGS = ['exact-term', 'paraphrase', 'mixed-language', 'english', 'multi-doc', 'alert-line', 'section', 'multi-part',
+  'purpose', 'near-topic'];
 const state = {form: {query: '', policy: '', category: '', top_k: '5', session_id: '', expand: 'none'},
   result: null, error: null, saved: null};
 

@@ -37,7 +37,8 @@ from kbseek.core.modes import POLICIES, RECALL_POLICIES
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 EXPLAIN_LIMIT = 20  # candidates per lane, and places of the fused ranking, in an explain view
 EVAL_POLICIES = (*POLICIES, *(f"answer:{p}" for p in RECALL_POLICIES))
-CASE_TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section")
+CASE_TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section",
+             "multi-part", "purpose", "near-topic")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # The console renders documents people upload: nothing but its own files may run or load
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
