@@ -46,6 +46,8 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # The console renders documents people upload: nothing but its own files may run or load
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "no-referrer"}
 
 
 # -- request bodies -----------------------------------------------------------------------------
@@ -162,9 +164,8 @@ class ConsoleFiles(StaticFiles):
         if path.split("/", 1)[0] == "api":  # a mistyped API route, whatever its method: 404, not 405
             raise HTTPException(404, "Not Found")
         response = await super().get_response(path, scope)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
         return response
 
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, HTMLResponse
 from swagger_ui_bundle import swagger_ui_path
 
-from kbseek.interfaces.http.console import CSP
+from kbseek.interfaces.http.console import SECURITY_HEADERS
 from kbseek.interfaces.http.guard import ApiError
 
 # the only files of the bundle the page loads (the bundle's own index.html loads a demo API from the internet)
@@ -33,9 +33,6 @@ PAGE = """<!doctype html>
 </body>
 </html>
 """
-
-
-SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 router = APIRouter()
 
 
