@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 
@@ -316,3 +317,35 @@ def test_rest_hints_name_rest_routes(client):
 def test_since_out_of_range_is_a_422_naming_it(client, route, since):
     response = client.get(route, params={"since": since})
     assert response.status_code == 422 and response.json()["error"]["message"].startswith("query.since")
+
+
+def test_while_loading_the_routes_that_need_the_knowledge_base_answer_503_first(settings):
+    """Until the knowledge base is open (here never: without the client's context the app's start-up does not
+    run), a route that needs it answers 503 ``starting`` whatever its parameters, as the ``deps.Kb`` dependency
+    resolves before they are validated; the routes that do not need it answer."""
+    c = TestClient(create_app(settings, mcp=False))
+    assert c.get("/health").json() == {"status": "ok"}
+    ready = c.get("/ready")
+    assert ready.status_code == 503 and ready.json() == {"ready": False, "reason": "starting", "checks": {}}
+    for method, url in [("GET", "/api/documents?limit=0"), ("GET", "/api/search/similar"), ("POST", "/api/lookup"),
+                        ("GET", "/metrics"), ("GET", "/api/invocations?since=yesterday"), ("POST", "/api/reindex"),
+                        ("GET", "/api/sessions/s/trace"), ("DELETE", "/api/documents/a.md")]:
+        response = c.request(method, url)
+        assert response.status_code == 503, (method, url, response.text)
+        assert response.json()["error"] == {"code": "starting", "message": "the knowledge base is still loading",
+                                            "hint": "see GET /ready"}
+    assert c.get("/api/eval/cases").json()["exists"] is False
+
+
+def test_the_edges_ask_the_service_and_never_read_its_parts():
+    """The REST routes and the MCP server use ``KnowledgeBase`` methods only: none reads its repository, indexes,
+    telemetry, record stores or locks (those change with the service; its methods are the contract)."""
+    parts = {"repository", "indexes", "telemetry", "invocations", "audit", "sessions", "files", "writes",
+             "startup_repair", "chunking"}
+    interfaces = ROOT / "src" / "kbseek" / "interfaces"
+    found = []
+    for path in [*sorted((interfaces / "http").glob("*.py")), interfaces / "mcp_server.py"]:
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in parts:
+                found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    assert not found, found

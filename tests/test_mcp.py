@@ -26,7 +26,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from conftest import ROOT, doc
+from kbseek.errors import NotFoundError
 from kbseek.interfaces.mcp_server import DOCUMENT_URI, build_mcp_server, document_uri, streamable_http_app
+from kbseek.lookup.render import render_text
 from kbseek.lookup.schema import TOOLS, input_schema, mcp_tool_definition, openai_tool_schema
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
@@ -165,6 +167,17 @@ def test_get_document_section(kb):
         bad = await client.call_tool("get_document_section", {"document": "ops/disk-full.md"})
         assert bad.is_error and "section: Field required" in text(bad)
     session(kb, check)
+
+
+def test_a_document_by_name_for_the_section_tool_by_path_or_id_for_lookups(kb):
+    """One resolver, two rules: ``get_document_section`` (``KnowledgeBase.section``) takes what an agent read
+    (file name, stem, title); ``lookup_knowledge(section=...)`` takes the path or id an answer gave, and no more."""
+    assert "最多重试三次" in render_text(kb.section("payment-timeout", "重试策略"))
+    with pytest.raises(NotFoundError, match="no document with path or id 'payment-timeout.md'"):
+        kb.lookup_knowledge({"query": "重试", "section": "payment-timeout.md#重试策略"})
+    with pytest.raises(NotFoundError, match="ambiguous") as ambiguous:
+        kb.section("high-cpu.md", "Plan")
+    assert ambiguous.value.hint == "name one by its path: db/high-cpu.md, ops/high-cpu.md"
 
 
 def test_list_categories(kb):

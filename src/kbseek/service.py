@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 import os
@@ -30,12 +31,14 @@ from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.retrieval.vectors import open_dense
 from kbseek.errors import HomeInUse, KbseekError, NotFoundError, StorageError
 from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.sections import section_reference
 from kbseek.home.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
 from kbseek.home.ownership import owner_of
 from kbseek.home.readonly import read_only_parts
 from kbseek.observability.logs import current_actor, current_request_id, request_scope
 from kbseek.settings import Settings
 from kbseek.observability.metrics import Telemetry
+from kbseek.observability.redact import redact
 from kbseek.home.writelocks import WriteLocks
 
 if TYPE_CHECKING:
@@ -498,6 +501,72 @@ class KnowledgeBase:
             moved = self.files.move_out(path, self.settings.orphan_dir)
             log.warning("repair: %s is not in the database; moved to %s", path, moved)
         return counts
+
+    # -- asked by the edges (REST, MCP) ---------------------------------------------------------
+    # What the HTTP and MCP interfaces show beyond the methods above, so that they never read the repository,
+    # the indexes, the telemetry or the record stores themselves.
+
+    def readiness(self) -> dict[str, Any]:
+        """Whether this knowledge base can answer (``/ready``): ``ready`` when the database answers and the indexes
+        are loaded; ``degraded`` names the checks that fail while it still answers (an embedding server that has
+        not answered yet leaves the lexical lanes), ``checks`` each part's state, ``repaired_at_start`` what
+        :meth:`open` repaired."""
+        checks: dict[str, Any] = {}
+        try:
+            checks["database"] = {"ok": True, "documents": self.repository.count()}
+        except Exception as exc:  # shown to callers without a key: the class only, the details in the log
+            log.warning("readiness: the database check failed: %s", redact(str(exc)))
+            checks["database"] = {"ok": False, "error": type(exc).__name__}
+        indexes = self.indexes
+        checks["vector_store"] = indexes.dense_status()
+        checks["indexes"] = {"ok": indexes.version >= 0, "version": indexes.index_version,
+                             "documents": len(indexes.documents), "chunks": len(indexes.chunks)}
+        ok = checks["database"]["ok"] and checks["indexes"]["ok"]
+        degraded = [name for name, check in checks.items() if not check["ok"]] if ok else []
+        return {"ready": ok, "degraded": degraded, "checks": checks, "repaired_at_start": self.startup_repair}
+
+    def metrics_exposition(self) -> bytes:
+        """The Prometheus text exposition of this knowledge base's metrics, document and chunk gauges current."""
+        self.telemetry.documents.set(len(self.indexes.documents))
+        self.telemetry.chunks.set(len(self.indexes.chunks))
+        return self.telemetry.exposition()
+
+    def vector_status(self, document_id: str) -> str:
+        """A document's vectors: ``indexed``, ``pending`` (queued or being embedded; retried after a failure) or
+        ``none`` (no dense lane)."""
+        return self.indexes.vector_status(document_id)
+
+    def categories(self) -> dict[str, int]:
+        """Each category with its number of documents, by name."""
+        counts: dict[str, int] = {}
+        for doc in self.list_documents():
+            counts[doc.category] = counts.get(doc.category, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def document_markdown(self, path: str) -> str | None:
+        """A document's stored Markdown, frontmatter included (``None``: no document at ``path``)."""
+        return self.repository.content(path)
+
+    def section(self, document: str, section: str) -> "LookupResponse":
+        """One section through ``lookup_knowledge(section=...)`` (the same rendering, budget and trace as a
+        lookup), the document named by path, id, file name, stem or title (``sections.resolve_document`` by name).
+        ``NotFoundError`` names the documents or the sections there are."""
+        with self.indexes.snapshot():  # one consistent version from resolving the name to the answer
+            reference = section_reference(self.indexes, document, section)
+            return self.lookup_knowledge({"query": section, "section": reference})
+
+    def list_invocations(self, *, session_id: str | None = None, since: dt.datetime | None = None,
+                         level: str | None = None, failed: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+        """Recorded ``lookup_knowledge`` calls, newest last (``failed``: only those that failed)."""
+        return self.invocations.list(session_id=session_id, since=since, level=level,
+                                     success=False if failed else None, limit=limit)
+
+    def list_audit(self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None,
+                   limit: int = 100) -> list[dict[str, Any]]:
+        """The write audit: who changed which document and when."""
+        return self.audit.list(path=path, since=since, action=action, limit=limit)
+
+    # -- end of what the edges ask --------------------------------------------------------------
 
 def _refuse_if_owned(home: Path) -> None:
     """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.home.ownership``)."""

@@ -1,7 +1,7 @@
 """The MCP server (official SDK v2, ``MCPServer``): the agent tools and the stored documents over the Model
 Context Protocol, on stdio (``kbseek mcp``) or Streamable HTTP (mounted by the REST server).
 
-Tools, defined once in ``tool_schema``: ``lookup_knowledge``, ``get_document_section``, ``list_categories``.
+Tools, defined once in ``lookup.schema``: ``lookup_knowledge``, ``get_document_section``, ``list_categories``.
 Resources: every document's stored Markdown at ``kbseek://documents/{path}``.
 
 Tool arguments are validated by kbseek's own strict models, not by the SDK's argument models generated
@@ -13,7 +13,6 @@ comes back as a tool result with ``isError`` and the message naming the field; t
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
@@ -30,15 +29,13 @@ from pydantic import ConfigDict
 from starlette.applications import Starlette
 
 from kbseek import __version__
-from kbseek.errors import INTERNAL_FAILURES, KbseekError, NotFoundError, Unavailable, edge_hint, public_message
-from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.errors import INTERNAL_FAILURES, KbseekError, Unavailable, edge_hint, public_message
 from kbseek.lookup.render import render_text, response_view
 from kbseek.lookup.schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, SectionRequest, annotations, input_schema, parse_request,
 )
 from kbseek.observability.logs import current_request_id, request_scope
 from kbseek.observability.redact import redact
-from kbseek.retrieval.sections import find_section
 
 if TYPE_CHECKING:
     from kbseek.service import KnowledgeBase
@@ -54,19 +51,16 @@ INSTRUCTIONS = (
     "kbseek://documents/{path}."
 )
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_LISTED = 40  # documents or sections named in a not-found message
 
 
 class _RawArguments(ArgModelBase):
     """Hands a tool the arguments exactly as sent, for kbseek's models to validate (``LookupRequest`` in the
-    service, ``tool_schema.parse_request`` for the other tools)."""
+    service, ``lookup.schema.parse_request`` for the other tools)."""
 
     model_config = ConfigDict(extra="allow")
 
     def model_dump_one_level(self) -> dict[str, Any]:
         return {"arguments": dict(self.__pydantic_extra__ or {})}
-
-
 
 
 def _provider(kb: Any) -> Callable[[], "KnowledgeBase"]:
@@ -141,7 +135,7 @@ def build_mcp_server(kb: "KnowledgeBase | Callable[[], KnowledgeBase]") -> MCPSe
                      description="A document's stored Markdown, frontmatter included; {path} as answers give it.")
     def document(path: str) -> str:
         try:
-            content = current().repository.content(path)
+            content = current().document_markdown(path)
         except KbseekError as exc:
             raise ResourceError(_public_text(exc)) from exc
         if content is None:
@@ -152,7 +146,7 @@ def build_mcp_server(kb: "KnowledgeBase | Callable[[], KnowledgeBase]") -> MCPSe
 
 
 def _tool(name: str, handler: Callable[[dict[str, Any]], CallToolResult]) -> Tool:
-    """A tool listed with its ``tool_schema`` definition; kbseek errors become ``isError`` results."""
+    """A tool listed with its ``lookup.schema`` definition; kbseek errors become ``isError`` results."""
     spec = TOOLS[name]
 
     def run(arguments: dict[str, Any]) -> CallToolResult:
@@ -204,51 +198,16 @@ def _lookup(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
 
 
 def _section(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
-    """One section through ``lookup_knowledge(section=...)``: the same rendering, budget and trace as a lookup."""
+    """One section through ``lookup_knowledge(section=...)``: the same rendering, budget and trace as a lookup;
+    the document may be named by file name or title too (``KnowledgeBase.section``)."""
     request = cast(SectionRequest, parse_request(SECTION, arguments))
-    indexes = kb.indexes
-    with indexes.snapshot():  # one consistent version while other requests run
-        doc = _resolve_document(indexes, request.document)
-        if not find_section(indexes, doc.id, request.section):
-            sections = [s["anchor"] if s["anchor"] == s["heading"] else f"{s['anchor']} ({s['heading']})"
-                        for s in doc.outline]
-            raise NotFoundError(f"document {doc.path!r} has no section {request.section!r}",
-                                hint="its sections: " + _listing(sections))
-        name = doc.id if "#" in doc.path else doc.path  # the section parameter splits at the first '#'
-        return _answer(kb.lookup_knowledge({"query": request.section, "section": f"{name}#{request.section}"}))
-
-
-def _resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
-    """A document by path or id, else by file name, file stem or title when exactly one has it."""
-    docs = sorted(indexes.documents.values(), key=lambda d: d.path)
-    for doc in docs:
-        if name in (doc.path, doc.id):
-            return doc
-    wanted = name.strip("/").casefold()
-    matches = [d for d in docs if wanted in _names(d)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise NotFoundError(f"document name {name!r} is ambiguous", hint="name one by its path: "
-                            + _listing([d.path for d in matches]))
-    listing = ("documents: " + _listing([d.path for d in docs])) if docs else "the knowledge base is empty"
-    raise NotFoundError(f"no document {name!r}", hint=listing)
-
-
-def _names(doc: IndexedDocument) -> set[str]:
-    file_name = doc.path.rsplit("/", 1)[-1]
-    return {file_name.casefold(), file_name.rsplit(".", 1)[0].casefold(), doc.title.casefold()}
-
-
-def _listing(items: Sequence[str]) -> str:
-    more = len(items) - _LISTED
-    return ", ".join(items[:_LISTED]) + (f" … and {more} more" if more > 0 else "")
+    return _answer(kb.section(request.document, request.section))
 
 
 def _categories(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
     parse_request(CATEGORIES, arguments)
-    counts = Counter(d.category for d in kb.list_documents())
-    rows = [{"category": category, "documents": n} for category, n in sorted(counts.items())]
+    counts = kb.categories()
+    rows = [{"category": category, "documents": n} for category, n in counts.items()]
     lines = [f"{r['category']}: {r['documents']} document(s)" for r in rows]
     lines.append(f"{sum(counts.values())} document(s) in {len(rows)} categories")
     return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],

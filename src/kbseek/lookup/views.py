@@ -111,3 +111,20 @@ def hint_view(hint: Any) -> dict[str, Any]:
         "domains": list(hint.domains),
         "single_domain": hint.single_domain,
     }
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every date and time in it (in dict values and list items, at any depth) as ISO text, so
+    that ``json.dumps`` takes it: the records' rows as the CLI's ``--json`` and the REST API show them.
+
+    >>> import datetime as dt
+    >>> jsonable({"at": dt.datetime(2026, 11, 30, 12, tzinfo=dt.timezone.utc), "calls": [{"on": dt.date(2026, 11, 1)}]})
+    {'at': '2026-11-30T12:00:00+00:00', 'calls': [{'on': '2026-11-01'}]}
+    """
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value

@@ -3,11 +3,15 @@ its neighbouring chunks. Over the in-memory indexes (no database reads)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kbseek.core.answer import Candidate
 from kbseek.core.markdown import normalize_heading
 from kbseek.core.models import Chunk
 from kbseek.errors import NotFoundError
 from kbseek.retrieval.indexes import IndexedDocument, Indexes
+
+LISTED = 40  # documents or sections named in a not-found hint
 
 
 def document_chunks(indexes: Indexes, document_id: str) -> list[Chunk]:
@@ -60,8 +64,47 @@ def _split_path(text: str) -> list[str]:
     return [text]
 
 
-def resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
+def resolve_document(indexes: Indexes, name: str, *, by_name: bool = False) -> IndexedDocument:
+    """A document by path or id; with ``by_name`` also by file name, file stem or title when exactly one
+    document has it. ``lookup_knowledge(section=...)`` takes paths and ids only (a path it gave); an agent asking
+    for a section by what it read in a text (``get_document_section``) may name the document ``by_name``, and a
+    name several documents share is refused with their paths."""
     for doc in indexes.documents.values():
         if name in (doc.path, doc.id):
             return doc
-    raise NotFoundError(f"no document with path or id {name!r}", hint="see 'kbseek docs list'")
+    if not by_name:
+        raise NotFoundError(f"no document with path or id {name!r}", hint="see 'kbseek docs list'")
+    docs = sorted(indexes.documents.values(), key=lambda d: d.path)
+    wanted = name.strip("/").casefold()
+    matches = [d for d in docs if wanted in _names(d)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise NotFoundError(f"document name {name!r} is ambiguous", hint="name one by its path: "
+                            + _listing([d.path for d in matches]))
+    listing = ("documents: " + _listing([d.path for d in docs])) if docs else "the knowledge base is empty"
+    raise NotFoundError(f"no document {name!r}", hint=listing)
+
+
+def section_reference(indexes: Indexes, document: str, section: str) -> str:
+    """The ``section`` parameter of ``lookup_knowledge`` (``path#section``) for a section of a document named
+    ``by_name`` (:func:`resolve_document`); ``NotFoundError`` listing the document's sections when it has none
+    by that name."""
+    doc = resolve_document(indexes, document, by_name=True)
+    if not find_section(indexes, doc.id, section):
+        sections = [s["anchor"] if s["anchor"] == s["heading"] else f"{s['anchor']} ({s['heading']})"
+                    for s in doc.outline]
+        raise NotFoundError(f"document {doc.path!r} has no section {section!r}",
+                            hint="its sections: " + _listing(sections))
+    name = doc.id if "#" in doc.path else doc.path  # the section parameter splits at the first '#'
+    return f"{name}#{section}"
+
+
+def _names(doc: IndexedDocument) -> set[str]:
+    file_name = doc.path.rsplit("/", 1)[-1]
+    return {file_name.casefold(), file_name.rsplit(".", 1)[0].casefold(), doc.title.casefold()}
+
+
+def _listing(items: Sequence[str]) -> str:
+    more = len(items) - LISTED
+    return ", ".join(items[:LISTED]) + (f" … and {more} more" if more > 0 else "")

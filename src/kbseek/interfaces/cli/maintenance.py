@@ -6,8 +6,6 @@ prune``, ``doctor --fix``, ``reindex``, ``restore``) hold the home or refuse, na
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -22,40 +20,16 @@ from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.tables import utcnow
 from kbseek.core.relevance import LEVELS as ANSWER_LEVELS
 from kbseek.core.relevance import NO_CONFIDENT_MATCH
+from kbseek.core.spans import parse_since
 from kbseek.errors import InvalidOption, KbseekError
 from kbseek.interfaces.cli import JsonFlag, _errors, _open_owned, _print_json, _settings, app, out, owning
 from kbseek.home.readonly import require_current_schema, require_database
+from kbseek.lookup.views import jsonable
 
 invocations_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                               help="List and prune recorded lookup_knowledge calls.")
 app.add_typer(invocations_app, name="invocations")
 LEVELS = (*ANSWER_LEVELS, NO_CONFIDENT_MATCH, "ERROR")
-_SPAN = re.compile(r"^(\d+)\s*([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-
-
-def parse_since(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
-    """A span back from now (``90m``, ``24h``, ``7d``) or an ISO date/time (UTC unless it says otherwise).
-
-    >>> now = dt.datetime(2026, 11, 30, 12, tzinfo=dt.timezone.utc)
-    >>> parse_since("36h", now=now).isoformat(), parse_since("2026-11-01").isoformat()
-    ('2026-11-29T00:00:00+00:00', '2026-11-01T00:00:00+00:00')
-    """
-    match = _SPAN.match(text.strip().lower())
-    if match:
-        try:
-            return (now or utcnow()) - dt.timedelta(**{_UNITS[match[2]]: int(match[1])})
-        except (OverflowError, ValueError):  # e.g. 99999999d: before the year 1 (or past int parsing)
-            raise InvalidOption(f"--since/--older-than {text[:40]!r}: reaches back before the year 1",
-                            hint="e.g. 90m, 24h, 7d, 2w or 2026-11-01T08:00") from None
-    try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidOption(f"--since/--older-than {text!r}: not a span like 24h / 7d nor an ISO date",
-                        hint="e.g. 90m, 24h, 7d, 2w or 2026-11-01T08:00") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def _engine() -> Any:
@@ -65,10 +39,6 @@ def _engine() -> Any:
     engine = make_engine(settings.database_url)
     require_current_schema(engine, settings.home)
     return engine
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
 
 
 @app.command("audit")
@@ -83,10 +53,10 @@ def audit(
     with _errors(as_json):
         if action is not None and action not in ("added", "updated", "deleted", "rejected"):
             raise InvalidOption(f"--action {action!r}: one of added, updated, deleted, rejected")
-        rows = AuditStore(_engine()).list(path=path, since=parse_since(since) if since else None, action=action,
-                                          limit=limit)
+        rows = AuditStore(_engine()).list(path=path, since=parse_since(since, utcnow()) if since else None,
+                                          action=action, limit=limit)
         if as_json:
-            _print_json({"entries": [_jsonable(r) for r in rows]})
+            _print_json({"entries": [jsonable(r) for r in rows]})
             return
         for r in rows:
             hashes = f"{(r['old_hash'] or '-')[:12]} → {(r['new_hash'] or '-')[:12]}"
@@ -110,10 +80,11 @@ def invocations_list(
     with _errors(as_json):
         if level is not None and level not in LEVELS:
             raise InvalidOption(f"--level {level!r}: one of {', '.join(LEVELS)}")
-        rows = InvocationStore(_engine()).list(session_id=session, since=parse_since(since) if since else None,
+        rows = InvocationStore(_engine()).list(session_id=session,
+                                               since=parse_since(since, utcnow()) if since else None,
                                                level=level, success=False if failed else None, limit=limit)
         if as_json:
-            _print_json({"invocations": [_jsonable(r) for r in rows]})
+            _print_json({"invocations": [jsonable(r) for r in rows]})
             return
         for r in rows:
             where = f"{r['session_id']}#{r['call']}" if r["session_id"] else "-"
@@ -134,7 +105,7 @@ def invocations_prune(
     with _errors(as_json):
         if older_than is None and keep is None:
             raise InvalidOption("say what to prune: --older-than 30d and/or --keep N")
-        before = parse_since(older_than) if older_than else None
+        before = parse_since(older_than, utcnow()) if older_than else None
     with _errors(as_json), owning("invocations prune") as settings:
         engine = make_engine(settings.database_url)
         migrate.upgrade(engine)
@@ -156,7 +127,7 @@ def metrics(
 
     with _errors(False):
         engine = _engine()
-        start = parse_since(since)
+        start = parse_since(since, utcnow())
         repository = SqlRepository(engine)
         telemetry = from_records(InvocationStore(engine).list(since=start, limit=10_000_000),
                                  AuditStore(engine).list(since=start, limit=10_000_000),

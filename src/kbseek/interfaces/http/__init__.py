@@ -1,2 +1,4 @@
-"""The REST API, its guards (keys, origins, hosts, body size), error mapping, offline API docs and the web
-console's routes, all over one ``KnowledgeBase``."""
+"""The REST API over one ``KnowledgeBase``: ``app.create_app`` wires the routers (one module per group:
+``operations``, ``documents``, ``retrieval``, ``sessions``, ``console``, ``docs``), the dependencies that hand
+them the caller's key and the knowledge base (``deps``), the guards every request passes (keys, origins, hosts,
+body size: ``guard``, ``request_guard``), the error mapping (``errors``) and ``/mcp``."""

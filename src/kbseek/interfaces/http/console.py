@@ -10,11 +10,13 @@ running an evaluation):
 - ``GET  /api/eval/reports`` · ``GET /api/eval/reports/{name}`` (Markdown) ·
   ``GET /api/eval/reports/{name}/charts/{file}.png``: the reports in ``settings.reports_path``;
 - ``POST /api/eval/runs``: the golden cases run through the live knowledge base, in process;
-- ``POST /api/lookup?explain=true`` (wired in ``api.py``): each lane's candidates and the fused ranking
-  (:func:`explain_view`).
+- ``POST /api/lookup?explain=true`` (``retrieval.py``): each lane's candidates and the fused ranking
+  (``retrieval.explain_view``).
+
+``router`` holds the routes; :func:`mount_files` serves the files at ``/``, after every other route.
 """
 
-# no "from __future__ import annotations": FastAPI must see the local Read/Write aliases as objects
+# no "from __future__ import annotations": FastAPI and pydantic read the Annotated and Literal types at import
 import datetime as dt
 import json
 import os
@@ -24,18 +26,20 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Body, Depends, FastAPI
+from fastapi import APIRouter, Body, FastAPI
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
 
-from kbseek.interfaces.http.guard import ApiError, Principal, reader, writer
-from kbseek.lookup.views import lane_view
 from kbseek.core.modes import POLICIES, RECALL_POLICIES
+from kbseek.evaluation.cases import CaseFile, add_case as append_case, case_from_lookup, load_cases, read_cases
+from kbseek.evaluation.report import write_report
+from kbseek.evaluation.runner import metric_names, report, run_policy
+from kbseek.interfaces.http.deps import AppSettings, Kb, Read, Write
+from kbseek.interfaces.http.guard import ApiError
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
-EXPLAIN_LIMIT = 20  # candidates per lane, and places of the fused ranking, in an explain view
 EVAL_POLICIES = (*POLICIES, *(f"answer:{p}" for p in RECALL_POLICIES))
 CASE_TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section",
              "multi-part", "purpose", "near-topic")
@@ -43,40 +47,8 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # The console renders documents people upload: nothing but its own files may run or load
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-
-
-def explain_view(response: Any, *, limit: int = EXPLAIN_LIMIT) -> dict[str, Any]:
-    """How a ``lookup_knowledge`` answer was reached, from its fused recall (``response.ranked``): each lane's
-    candidates in the lane's own order (scores as the answer's pieces show them, :func:`lane_view`), and the fused
-    ranking with every lane's rank and, for what reached the answer, its relevance level.
-
-    >>> from types import SimpleNamespace as NS
-    >>> chunk = NS(id="c1", source_path="api/p.md", breadcrumb="P > ERR", heading_path=("P", "ERR"), anchor="err")
-    >>> hit = NS(rank=1, score=0.9, chunk=chunk, lanes={"bm25": NS(rank=2, score=3.5, score_label="bm25")})
-    >>> piece = NS(chunk_ids=("c1",), level="PRECISE")
-    >>> response = NS(ranked=(hit,), answer=NS(documents=[NS(pieces=[piece])]))
-    >>> view = explain_view(response)
-    >>> view["lanes"]["bm25"][0]["rank"], view["fused"][0]["lanes"], view["fused"][0]["relevance"]
-    (2, {'bm25': 2}, 'PRECISE')
-    """
-    levels = {cid: piece.level for entry in response.answer.documents for piece in entry.pieces
-              for cid in piece.chunk_ids}
-    lanes: dict[str, list[dict[str, Any]]] = {}
-    for hit in response.ranked:
-        for name, lane in hit.lanes.items():
-            lanes.setdefault(name, []).append({**_chunk_ref(hit.chunk), **lane_view(lane)})
-    return {
-        "candidates": len(response.ranked),
-        "lanes": {name: sorted(rows, key=lambda r: r["rank"])[:limit] for name, rows in sorted(lanes.items())},
-        "fused": [{"rank": hit.rank, **_chunk_ref(hit.chunk), "score": round(hit.score, 6),
-                   "lanes": {name: lane.rank for name, lane in hit.lanes.items()},
-                   "relevance": levels.get(hit.chunk.id)} for hit in response.ranked[:limit]],
-    }
-
-
-def _chunk_ref(chunk: Any) -> dict[str, Any]:
-    return {"chunk_id": chunk.id, "path": chunk.source_path, "breadcrumb": chunk.breadcrumb,
-            "heading_path": list(chunk.heading_path), "anchor": chunk.anchor}
+SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "no-referrer"}
 
 
 # -- request bodies -----------------------------------------------------------------------------
@@ -167,8 +139,6 @@ def report_list(folder: Path) -> list[dict[str, Any]]:
 
 def _new_case_file(path: Path, knowledge_base: Path, case: Any) -> None:
     """A case file holding ``case``, its ``knowledge_base`` (the stored originals) relative to it."""
-    from kbseek.evaluation.cases import CaseFile
-
     folder = os.path.relpath(knowledge_base, path.parent)
     cases = CaseFile(knowledge_base=folder, description="Golden cases saved from the kbseek web console.",
                      cases=[case])
@@ -195,112 +165,109 @@ class ConsoleFiles(StaticFiles):
         if path.split("/", 1)[0] == "api":  # a mistyped API route, whatever its method: 404, not 405
             raise HTTPException(404, "Not Found")
         response = await super().get_response(path, scope)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
         return response
 
 
 # -- routes -------------------------------------------------------------------------------------
 
 
-def register_console(app: FastAPI, runtime: Any) -> None:
-    """Add the console's routes to ``app``, then mount its files at ``/`` (after every other route)."""
-    settings = runtime.settings
-    Read = Annotated[Principal, Depends(reader(runtime.keys))]
-    Write = Annotated[Principal, Depends(writer(runtime.keys))]
-    cases_lock = threading.Lock()  # one writer of the case file at a time
-    eval_lock = threading.Lock()  # one evaluation at a time (it is long, and matplotlib is not thread-safe)
+router = APIRouter(tags=["evaluation"])
+# One writer of a case file at a time, and one evaluation at a time in the process (it is long, and matplotlib,
+# which draws the report's charts, is not thread-safe)
+_cases_lock = threading.Lock()
+_eval_lock = threading.Lock()
 
-    @app.get("/api/eval/cases", tags=["evaluation"], summary="The golden cases the console adds to and runs")
-    def list_cases(_: Read) -> dict[str, Any]:
-        from kbseek.evaluation.cases import read_cases
 
-        path = settings.golden_cases_path
-        if not path.exists():
-            return {"file": path.name, "exists": False, "count": 0, "cases": []}
-        cases = read_cases(path)
-        return {"file": path.name, "exists": True, "count": len(cases.cases), "description": cases.description,
-                "knowledge_base": cases.knowledge_base, "cases": [c.model_dump() for c in cases.cases]}
+@router.get("/api/eval/cases", summary="The golden cases the console adds to and runs")
+def list_cases(_: Read, settings: AppSettings) -> dict[str, Any]:
+    path = settings.golden_cases_path
+    if not path.exists():
+        return {"file": path.name, "exists": False, "count": 0, "cases": []}
+    cases = read_cases(path)
+    return {"file": path.name, "exists": True, "count": len(cases.cases), "description": cases.description,
+            "knowledge_base": cases.knowledge_base, "cases": [c.model_dump() for c in cases.cases]}
 
-    @app.post("/api/eval/cases", tags=["evaluation"], status_code=201,
-              summary="Save a lookup's query and its chosen evidence as a golden case")
-    def add_case(_: Write, new: Annotated[NewCase, Body()]) -> dict[str, Any]:
-        from kbseek.evaluation.cases import add_case as append, case_from_lookup, read_cases
 
-        path = settings.golden_cases_path
-        try:
-            case = case_from_lookup(new.lookup.model_dump(), case_id=new.id, pieces=new.pieces, split=new.split,
-                                    tags=list(new.tags), notes=new.notes)
-            case.check()
-        except (ValidationError, ValueError) as exc:  # a pydantic ValidationError is a ValueError too
-            problems = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
-            raise ApiError(422, "invalid_case", f"case {new.id}: {problems}") from None
-        with cases_lock:
-            created = not path.exists()
-            if created:
-                _new_case_file(path, settings.knowledge_base_dir, case)
-            else:
-                if any(c.id == case.id for c in read_cases(path).cases):
-                    raise ApiError(409, "case_exists", f"case id {case.id!r} exists already in {path.name}",
-                                   hint="choose another id")
-                append(path, case)
-            count = len(read_cases(path).cases)
-        return {"case": case.model_dump(), "file": path.name, "created": created, "count": count}
+@router.post("/api/eval/cases", status_code=201,
+             summary="Save a lookup's query and its chosen evidence as a golden case")
+def add_case(_: Write, settings: AppSettings, new: Annotated[NewCase, Body()]) -> dict[str, Any]:
+    path = settings.golden_cases_path
+    try:
+        case = case_from_lookup(new.lookup.model_dump(), case_id=new.id, pieces=new.pieces, split=new.split,
+                                tags=list(new.tags), notes=new.notes)
+        case.check()
+    except (ValidationError, ValueError) as exc:  # a pydantic ValidationError is a ValueError too
+        problems = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
+        raise ApiError(422, "invalid_case", f"case {new.id}: {problems}") from None
+    with _cases_lock:
+        created = not path.exists()
+        if created:
+            _new_case_file(path, settings.knowledge_base_dir, case)
+        else:
+            if any(c.id == case.id for c in read_cases(path).cases):
+                raise ApiError(409, "case_exists", f"case id {case.id!r} exists already in {path.name}",
+                               hint="choose another id")
+            append_case(path, case)
+        count = len(read_cases(path).cases)
+    return {"case": case.model_dump(), "file": path.name, "created": created, "count": count}
 
-    @app.get("/api/eval/reports", tags=["evaluation"], summary="Evaluation reports, newest first, with their charts")
-    def reports(_: Read) -> dict[str, Any]:
-        return {"reports": report_list(settings.reports_path)}
 
-    @app.get("/api/eval/reports/{name}", tags=["evaluation"], summary="One evaluation report (Markdown)")
-    def report_text(_: Read, name: str) -> PlainTextResponse:
-        path = _inside(settings.reports_path, f"{name}.md")
-        if not path.is_file():
-            raise ApiError(404, "not_found", f"no report named {name!r}", hint="see GET /api/eval/reports")
-        return PlainTextResponse(path.read_text(encoding="utf-8"), media_type="text/markdown; charset=utf-8")
+@router.get("/api/eval/reports", summary="Evaluation reports, newest first, with their charts")
+def reports(_: Read, settings: AppSettings) -> dict[str, Any]:
+    return {"reports": report_list(settings.reports_path)}
 
-    @app.get("/api/eval/reports/{name}/charts/{file}", tags=["evaluation"], summary="A chart of a report (PNG)")
-    def report_chart(_: Read, name: str, file: str) -> FileResponse:
-        _inside(settings.reports_path, f"{name}.md")
-        if not file.endswith(".png"):
-            raise ApiError(400, "unsafe_path", f"{file[:80]!r} is not a PNG chart")
-        path = _inside(settings.reports_path, file)
-        if not path.is_file():
-            raise ApiError(404, "not_found", f"no chart {file!r}")
-        return FileResponse(path, media_type="image/png")
 
-    @app.post("/api/eval/runs", tags=["evaluation"], summary="Run the golden cases against this knowledge base")
-    def run_cases(_: Write, new: Annotated[NewRun, Body()] = NewRun()) -> JSONResponse:
-        from kbseek.evaluation.cases import load_cases
-        from kbseek.evaluation.runner import metric_names, report, run_policy
-        from kbseek.evaluation.report import write_report
+@router.get("/api/eval/reports/{name}", summary="One evaluation report (Markdown)")
+def report_text(_: Read, settings: AppSettings, name: str) -> PlainTextResponse:
+    path = _inside(settings.reports_path, f"{name}.md")
+    if not path.is_file():
+        raise ApiError(404, "not_found", f"no report named {name!r}", hint="see GET /api/eval/reports")
+    return PlainTextResponse(path.read_text(encoding="utf-8"), media_type="text/markdown; charset=utf-8")
 
-        kb = runtime.kb
-        path = settings.golden_cases_path
-        if not path.exists():
-            raise ApiError(404, "not_found", f"no golden cases yet ({path.name})",
-                           hint="save a case from the retrieval test first")
-        if not eval_lock.acquire(blocking=False):
-            raise ApiError(409, "evaluation_running", "an evaluation is running already", hint="try again when it ends")
-        try:
-            dataset = load_cases(path, split=new.split)
-            ks = tuple(sorted(set(new.k)))
-            started = time.perf_counter()
-            runs = [run_policy(kb, dataset, policy=p, depth=new.depth, names=metric_names(ks), name=p, overrides={})
-                    for p in dict.fromkeys(new.policies)]
-            result = report(dataset, runs, ks=ks, depth=new.depth, base=kb.settings,
-                            timings={"run": round(time.perf_counter() - started, 3)})
-            saved = None
-            if new.save:
-                stem = new.name or "console-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-                write_report(result, settings.reports_path, stem, title=f"Live evaluation: {path.name} on this server")
-                saved = next((r for r in report_list(settings.reports_path) if r["name"] == stem), None)
-        finally:
-            eval_lock.release()
-        body = run_summary(result) | {"seconds": result["timings_s"]["run"], "unanswerable": len(dataset.unanswerable),
-                                      "report": saved}
-        return JSONResponse(body, status_code=201 if saved else 200)
 
+@router.get("/api/eval/reports/{name}/charts/{file}", summary="A chart of a report (PNG)")
+def report_chart(_: Read, settings: AppSettings, name: str, file: str) -> FileResponse:
+    _inside(settings.reports_path, f"{name}.md")
+    if not file.endswith(".png"):
+        raise ApiError(400, "unsafe_path", f"{file[:80]!r} is not a PNG chart")
+    path = _inside(settings.reports_path, file)
+    if not path.is_file():
+        raise ApiError(404, "not_found", f"no chart {file!r}")
+    return FileResponse(path, media_type="image/png")
+
+
+@router.post("/api/eval/runs", summary="Run the golden cases against this knowledge base")
+def run_cases(_: Write, kb: Kb, settings: AppSettings, new: Annotated[NewRun, Body()] = NewRun()) -> JSONResponse:
+    path = settings.golden_cases_path
+    if not path.exists():
+        raise ApiError(404, "not_found", f"no golden cases yet ({path.name})",
+                       hint="save a case from the retrieval test first")
+    if not _eval_lock.acquire(blocking=False):
+        raise ApiError(409, "evaluation_running", "an evaluation is running already", hint="try again when it ends")
+    try:
+        dataset = load_cases(path, split=new.split)
+        ks = tuple(sorted(set(new.k)))
+        started = time.perf_counter()
+        runs = [run_policy(kb, dataset, policy=p, depth=new.depth, names=metric_names(ks), name=p, overrides={})
+                for p in dict.fromkeys(new.policies)]
+        result = report(dataset, runs, ks=ks, depth=new.depth, base=kb.settings,
+                        timings={"run": round(time.perf_counter() - started, 3)})
+        saved = None
+        if new.save:
+            stem = new.name or "console-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            write_report(result, settings.reports_path, stem, title=f"Live evaluation: {path.name} on this server")
+            saved = next((r for r in report_list(settings.reports_path) if r["name"] == stem), None)
+    finally:
+        _eval_lock.release()
+    body = run_summary(result) | {"seconds": result["timings_s"]["run"], "unanswerable": len(dataset.unanswerable),
+                                  "report": saved}
+    return JSONResponse(body, status_code=201 if saved else 200)
+
+
+def mount_files(app: FastAPI) -> None:
+    """Serve the console's files at ``/`` (mount it after every other route: it answers every other path)."""
     if not (WEB_DIR / "index.html").is_file():
         raise RuntimeError(f"the web console's files are missing from {WEB_DIR} (a broken install?)")
     app.mount("/", ConsoleFiles(directory=WEB_DIR, html=True), name="console")

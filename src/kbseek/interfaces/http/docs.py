@@ -1,16 +1,19 @@
 """``/docs``: Swagger UI over the OpenAPI schema, from the files of the ``swagger-ui-bundle-v2`` package, so the page
 works offline and under the console's Content-Security-Policy (its initializer is ``web/swagger-init.js``).
 
-The schema declares the Bearer key as an optional security scheme, so "Authorize" in the page sends it.
+The schema declares the Bearer key as an optional security scheme (:func:`declare_bearer_key`), so "Authorize"
+in the page sends it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, HTMLResponse
+from swagger_ui_bundle import swagger_ui_path
 
+from kbseek.interfaces.http.console import SECURITY_HEADERS
 from kbseek.interfaces.http.guard import ApiError
 
 # the only files of the bundle the page loads (the bundle's own index.html loads a demo API from the internet)
@@ -30,28 +33,23 @@ PAGE = """<!doctype html>
 </body>
 </html>
 """
+router = APIRouter()
 
 
-def _security_headers() -> dict[str, str]:
-    from kbseek.interfaces.http.console import CSP
+@router.get("/docs", include_in_schema=False)
+def docs() -> HTMLResponse:
+    return HTMLResponse(PAGE, headers=SECURITY_HEADERS)
 
-    return {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+@router.get("/docs/assets/{name}", include_in_schema=False)
+def asset(name: str) -> FileResponse:
+    if name not in ASSETS:
+        raise ApiError(404, "not_found", f"no docs asset {name[:80]!r}")
+    return FileResponse(swagger_ui_path / name, media_type=ASSETS[name], headers=SECURITY_HEADERS)
 
 
-def register_docs(app: FastAPI) -> None:
-    """Add ``/docs`` and its assets to ``app`` (before the console's files are mounted at ``/``)."""
-    from swagger_ui_bundle import swagger_ui_path
-
-    @app.get("/docs", include_in_schema=False)
-    def docs() -> HTMLResponse:
-        return HTMLResponse(PAGE, headers=_security_headers())
-
-    @app.get("/docs/assets/{name}", include_in_schema=False)
-    def asset(name: str) -> FileResponse:
-        if name not in ASSETS:
-            raise ApiError(404, "not_found", f"no docs asset {name[:80]!r}")
-        return FileResponse(swagger_ui_path / name, media_type=ASSETS[name], headers=_security_headers())
-
+def declare_bearer_key(app: FastAPI) -> None:
+    """Make ``app``'s OpenAPI schema declare the Bearer key, optional until the server sets one."""
     plain = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -17,12 +17,9 @@ import hmac
 import os
 import secrets
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from fastapi import Request
 
 from kbseek.errors import KbseekError
 from kbseek.settings import Settings
@@ -157,48 +154,3 @@ class Keys:
 def _matches(token: str, keys: list[str]) -> bool:
     results = [hmac.compare_digest(token.encode(), k.encode()) for k in keys]  # every key compared, no early exit
     return any(results)
-
-
-def reader(keys: Keys) -> Callable[[Request], Principal]:
-    def dependency(request: Request) -> Principal:
-        return keys.check(request.headers.getlist("authorization"), write=False)
-    dependency.kbseek_access = "read"  # type: ignore[attr-defined]  # read by the request guard
-    return dependency
-
-
-def writer(keys: Keys) -> Callable[[Request], Principal]:
-    def dependency(request: Request) -> Principal:
-        return keys.check(request.headers.getlist("authorization"), write=True)
-    dependency.kbseek_access = "write"  # type: ignore[attr-defined]
-    return dependency
-
-
-class McpGuard:
-    """The MCP endpoint under the read-key rule, refusing browser requests from other origins; refusals are
-    JSON-RPC errors. A GET (a stream for server-initiated messages) is refused with 405, as the protocol allows:
-    the server is stateless and never sends one, so an open stream would only hold a connection.
-
-    A class, not a function: Starlette routes an object to ASGI, a function to request-response."""
-
-    def __init__(self, app: Any, settings: Settings, keys: Keys) -> None:
-        self.app, self.settings, self.keys = app, settings, keys
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        from kbseek.interfaces.http.request_guard import origin_allowed, send_error
-
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            origin = headers.get("origin")
-            try:
-                if origin and not origin_allowed(origin, host=headers.get("host"),
-                                                 allowed_origins=self.settings.allowed_origins):
-                    raise ApiError(403, "forbidden_origin", f"origin {origin[:100]!r} may not use /mcp")
-                self.keys.check([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
-                                write=False)
-                if scope["method"] == "GET":
-                    raise ApiError(405, "method_not_allowed", "this MCP server is stateless: it opens no stream "
-                                   "for server messages", hint="POST JSON-RPC requests", headers={"Allow": "POST"})
-            except ApiError as refusal:
-                await send_error(send, refusal, jsonrpc=True)
-                return
-        await self.app(scope, receive, send)

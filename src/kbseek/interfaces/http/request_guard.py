@@ -33,9 +33,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from kbseek.interfaces.http.guard import ApiError, Keys, jsonrpc_error
+from kbseek.interfaces.http.guard import ApiError, Keys, error_body, jsonrpc_error
 from kbseek.observability.logs import request_scope
 from kbseek.observability.redact import redact
+from kbseek.settings import Settings
 
 log = logging.getLogger("kbseek")
 
@@ -197,10 +198,37 @@ class RequestGuard:
                            hint="a page on another origin may write only with a request a browser preflights")
 
 
+class McpGuard:
+    """The MCP endpoint under the read-key rule, refusing browser requests from other origins; refusals are
+    JSON-RPC errors. A GET (a stream for server-initiated messages) is refused with 405, as the protocol allows:
+    the server is stateless and never sends one, so an open stream would only hold a connection.
+
+    A class, not a function: Starlette routes an object to ASGI, a function to request-response."""
+
+    def __init__(self, app: Any, settings: Settings, keys: Keys) -> None:
+        self.app, self.settings, self.keys = app, settings, keys
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            origin = headers.get("origin")
+            try:
+                if origin and not origin_allowed(origin, host=headers.get("host"),
+                                                 allowed_origins=self.settings.allowed_origins):
+                    raise ApiError(403, "forbidden_origin", f"origin {origin[:100]!r} may not use /mcp")
+                self.keys.check([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
+                                write=False)
+                if scope["method"] == "GET":
+                    raise ApiError(405, "method_not_allowed", "this MCP server is stateless: it opens no stream "
+                                   "for server messages", hint="POST JSON-RPC requests", headers={"Allow": "POST"})
+            except ApiError as refusal:
+                await send_error(send, refusal, jsonrpc=True)
+                return
+        await self.app(scope, receive, send)
+
+
 async def send_error(send: Any, error: ApiError, *, jsonrpc: bool = False) -> None:
     """``error`` as the API's JSON error body (or a JSON-RPC error, for ``/mcp``), sent straight to ASGI."""
-    from kbseek.interfaces.http.guard import error_body
-
     body = json.dumps(jsonrpc_error(error) if jsonrpc else error_body(error.code, error.message, error.hint)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in (error.headers or {}).items()]
