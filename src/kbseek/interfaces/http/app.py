@@ -254,7 +254,7 @@ def _routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.post("/api/reindex", tags=["documents"], summary="Re-sync every index with the database")
     def reindex(_: Write) -> dict[str, Any]:
-        from kbseek.maintenance.operations import reindex as rebuild
+        from kbseek.maintenance.reindex import reindex as rebuild
 
         return rebuild(runtime.kb)
 
@@ -347,12 +347,14 @@ def _report(kb: Any, report: Any) -> dict[str, Any]:
 
 def _since(text: str | None) -> Any:
     """The ``since`` parameter as a time, or 422 naming it."""
-    from kbseek.interfaces.cli.maintenance import parse_since
+    from datetime import datetime, timezone
+
+    from kbseek.core.spans import parse_since
 
     if not text:
         return None
     try:
-        return parse_since(text)
+        return parse_since(text, datetime.now(timezone.utc))
     except KbseekError as exc:
         raise ApiError(422, "invalid_request", f"query.since: {text[:100]!r} is not a span like 24h or 7d back from "
                        "now, nor an ISO date", hint=exc.hint) from None
