@@ -24,7 +24,7 @@ eval_app = typer.Typer(help="Measure retrieval quality on a dataset.", **HELP)
 def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
               split: str | None = None) -> Any:
     """A golden case file or a dataset folder, as one ``Dataset``."""
-    # The evaluation modules are imported by the command that runs them: start-up cost (see common)
+    # Imported here: start-up cost (see common)
     from kbseek.evaluation.cases import load_cases
     from kbseek.evaluation.runner import load_dataset
 
@@ -51,7 +51,8 @@ def eval_run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
-    from kbseek.evaluation.live import evaluate_live  # imported here: start-up cost (see common)
+    # Imported here: start-up cost (see common)
+    from kbseek.evaluation.live import evaluate_live
     from kbseek.evaluation.replay import load
     from kbseek.evaluation.runner import evaluate, parse_configs
 
@@ -178,7 +179,8 @@ def eval_record(
 ) -> None:
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
-    from kbseek.evaluation.replay import record  # imported here: start-up cost (see common)
+    # Imported here: start-up cost (see common)
+    from kbseek.evaluation.replay import record
     from kbseek.evaluation.runner import cache_home, default_cache_root, open_dataset_kb
 
     with exit_on_error(False):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -21,10 +21,20 @@ from kbseek.core.spans import parse_since
 from kbseek.errors import InvalidOption
 from kbseek.interfaces.cli.common import HELP, JsonFlag, emit, exit_on_error, load_settings, open_reading, owning, say
 from kbseek.observability.trace_summary import summarize
+from kbseek.settings import Settings
+
+if TYPE_CHECKING:
+    from kbseek.maintenance.records import Records
 
 invocations_app = typer.Typer(help="List and prune recorded lookup_knowledge calls.", **HELP)
 LEVELS = (*ANSWER_LEVELS, NO_CONFIDENT_MATCH, "ERROR")
 AUDIT_ACTIONS = ("added", "updated", "deleted", "rejected")
+
+
+def _records(settings: Settings, *, writable: bool = False) -> Records:
+    from kbseek.maintenance.records import Records  # imported here: start-up cost (see common)
+
+    return Records.open(settings, writable=writable)
 
 
 def _since(text: str | None) -> dt.datetime | None:
@@ -78,12 +88,10 @@ def audit(
     as_json: JsonFlag = False,
 ) -> None:
     """Who changed which document and when: every upload, update, delete and refused write."""
-    from kbseek.maintenance.records import Records  # imported here: start-up cost (see common)
-
     with exit_on_error(as_json):
         if action is not None and action not in AUDIT_ACTIONS:
             raise InvalidOption(f"--action {action!r}: one of added, updated, deleted, rejected")
-        with Records.open(load_settings()) as records:
+        with _records(load_settings()) as records:
             rows = records.audit(path=path, since=_since(since), action=action, limit=limit)
         emit(rows, as_json, _print_audit, view=lambda rows: {"entries": rows})
 
@@ -108,12 +116,10 @@ def invocations_list(
     as_json: JsonFlag = False,
 ) -> None:
     """Recorded lookup_knowledge calls, newest last."""
-    from kbseek.maintenance.records import Records  # imported here: start-up cost (see common)
-
     with exit_on_error(as_json):
         if level is not None and level not in LEVELS:
             raise InvalidOption(f"--level {level!r}: one of {', '.join(LEVELS)}")
-        with Records.open(load_settings()) as records:
+        with _records(load_settings()) as records:
             rows = records.invocations(session_id=session, since=_since(since), level=level, failed=failed,
                                        limit=limit)
         emit(rows, as_json, _print_invocations, view=lambda rows: {"invocations": rows})
@@ -136,14 +142,12 @@ def invocations_prune(
     as_json: JsonFlag = False,
 ) -> None:
     """Retention: delete old tool invocation records (session dedup state is kept)."""
-    from kbseek.maintenance.records import Records  # imported here: start-up cost (see common)
-
     with exit_on_error(as_json):
         if older_than is None and keep is None:
             raise InvalidOption("say what to prune: --older-than 30d and/or --keep N")
         before = _since(older_than)
     with exit_on_error(as_json), owning("invocations prune") as settings:
-        with Records.open(settings, writable=True) as records:
+        with _records(settings, writable=True) as records:
             result = records.prune_invocations(before=before, keep=keep)
         emit(result, as_json, lambda r: say(f"removed {r['removed']} invocation(s); {r['remaining']} remain"))
 
@@ -152,7 +156,5 @@ def metrics(
     since: Annotated[str, typer.Option(help="Rebuild the metrics of records after this: 24h, 7d or a date.")] = "24h",
 ) -> None:
     """Prometheus metrics (text format) rebuilt from the recorded calls and writes of a period."""
-    from kbseek.maintenance.records import Records  # imported here: start-up cost (see common)
-
-    with exit_on_error(False), Records.open(load_settings()) as records:
+    with exit_on_error(False), _records(load_settings()) as records:
         sys.stdout.write(records.metrics(parse_since(since, dt.datetime.now(dt.timezone.utc))))
