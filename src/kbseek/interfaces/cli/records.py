@@ -90,7 +90,7 @@ def audit(
     """Who changed which document and when: every upload, update, delete and refused write."""
     with exit_on_error(as_json):
         if action is not None and action not in AUDIT_ACTIONS:
-            raise InvalidOption(f"--action {action!r}: one of added, updated, deleted, rejected")
+            raise InvalidOption(f"--action {action!r}: one of {', '.join(AUDIT_ACTIONS)}")
         with _records(load_settings()) as records:
             rows = records.audit(path=path, since=_since(since), action=action, limit=limit)
         emit(rows, as_json, _print_audit, view=lambda rows: {"entries": rows})
