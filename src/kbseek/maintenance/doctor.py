@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from kbseek.adapters.sql import migrate
-from kbseek.adapters.sql.engine import make_engine
 from kbseek.core.models import StoredDocument
 from kbseek.errors import HomeInUse, KbseekError, SchemaNotCurrent
 from kbseek.home.ownership import HomeLock, Owner, owner_of
 from kbseek.home.readonly import require_database
+from kbseek.maintenance.schema import status
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX, has_summary_vector
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
@@ -108,11 +108,8 @@ def check_home(settings: Settings) -> dict[str, Any]:
         try:
             kb = KnowledgeBase.open(settings.model_copy(update={"embedder": "none"}), read_only=True)
         except SchemaNotCurrent as exc:
-            engine = make_engine(settings.database_url)
-            try:
-                schema = {"ok": False, "revision": migrate.current(engine), "head": migrate.head(), "note": exc.message}
-            finally:
-                engine.dispose()
+            revisions = status(settings)
+            schema = {"ok": False, "revision": revisions["current"], "head": revisions["head"], "note": exc.message}
             return {"ok": False, "fixed": False, "checks": {"schema": schema}, "repaired_at_open": {},
                     "owner": _owner_view(owner), "duration_ms": 0.0}
         try:
