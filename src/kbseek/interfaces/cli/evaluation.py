@@ -1,8 +1,10 @@
-"""The evaluation verbs (run, compare, add-case, report, record) and ``kbseek trace`` / ``verify-summary``."""
+"""Measuring retrieval quality: ``kbseek eval run|compare|add-case|report|record`` (the work itself is in
+``kbseek.evaluation``)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -10,18 +12,23 @@ import typer
 from rich.table import Table
 
 from kbseek.errors import DatasetError
-from kbseek.interfaces.cli import JsonFlag, _State, _errors, _print_json, _settings, app, eval_app, out
+from kbseek.evaluation.compare import compare, load_run
+from kbseek.evaluation.report import write_report
+from kbseek.interfaces.cli.common import HELP, GlobalOptions, JsonFlag, emit, exit_on_error, load_settings, out, say
 from kbseek.observability.logs import configure_logging
+from kbseek.settings import Settings
+
+eval_app = typer.Typer(help="Measure retrieval quality on a dataset.", **HELP)
 
 
 def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
               split: str | None = None) -> Any:
     """A golden case file or a dataset folder, as one ``Dataset``."""
+    # Imported here: start-up cost (see common)
+    from kbseek.evaluation.cases import load_cases
     from kbseek.evaluation.runner import load_dataset
 
     if dataset.is_file():
-        from kbseek.evaluation.cases import load_cases
-
         return load_cases(dataset, split=split)
     return load_dataset(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
 
@@ -44,46 +51,46 @@ def eval_run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
+    # Imported here: start-up cost (see common)
+    from kbseek.evaluation.live import evaluate_live
+    from kbseek.evaluation.replay import load
     from kbseek.evaluation.runner import evaluate, parse_configs
 
-    with _errors(as_json):
+    with exit_on_error(as_json):
         try:
             ks = tuple(int(x) for x in k.split(",") if x.strip())
         except ValueError:
             raise typer.BadParameter(f"--k must be integers separated by commas, got {k!r}") from None
-        base = _settings()
-        if not _State.verbose:
+        base = load_settings()
+        if not GlobalOptions.verbose:
             configure_logging("ERROR")  # the corpus's own warnings are not the evaluation's
         data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
         fixture = None
         if replay is not None:
-            from kbseek.evaluation.replay import load
-
             fixture = load(replay)
             base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
         if base_url is not None:
-            from kbseek.evaluation.live import evaluate_live
-
             report = evaluate_live(data, base_url, policies=policy, ks=ks, depth=depth, base=base,
                                    api_key=api_key or base.read_api_key or base.api_key)
         else:
             report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
                               cache_root=cache, base=base, fixture=fixture)
-        if as_json:
-            _print_json(report)
-            return
-        top = report["config"]["k"][-1]
-        shown = [f"ndcg@{top}", f"recall@{top}", f"mrr@{top}", "hit@1"]
-        table = Table(box=None, highlight=False)
-        table.add_column("run", no_wrap=True)
-        for name in shown:
-            table.add_column(name, no_wrap=True)
-        table.add_column("s", justify="right")
-        for r in report["runs"]:
-            cells = [f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]" for n in shown]
-            table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
-        out.print(f"{report['dataset']}: {report['config']['queries']} queries", highlight=False)
-        out.print(table)
+        emit(report, as_json, _print_runs)
+
+
+def _print_runs(report: dict[str, Any]) -> None:
+    top = report["config"]["k"][-1]
+    shown = [f"ndcg@{top}", f"recall@{top}", f"mrr@{top}", "hit@1"]
+    table = Table(box=None, highlight=False)
+    table.add_column("run", no_wrap=True)
+    for name in shown:
+        table.add_column(name, no_wrap=True)
+    table.add_column("s", justify="right")
+    for r in report["runs"]:
+        cells = [f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]" for n in shown]
+        table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
+    say(f"{report['dataset']}: {report['config']['queries']} queries")
+    out.print(table)
 
 
 @eval_app.command("compare")
@@ -95,25 +102,23 @@ def eval_compare(
     as_json: JsonFlag = False,
 ) -> None:
     """Case-by-case wins and losses of B against A, with a paired randomisation test."""
-    from kbseek.evaluation.compare import compare, load_run
-
-    with _errors(as_json):
+    with exit_on_error(as_json):
         label_a, a = load_run(run_a)
         label_b, b = load_run(run_b)
         result = compare(a, b, metric=metric, label_a=label_a, label_b=label_b)
-        if as_json:
-            _print_json(result)
-            return
-        verdict = "significant at 0.05" if result["p_value"] < 0.05 else "not significant at 0.05"
-        out.print(f"{metric}: A {label_a} {result['mean_a']:.3f} · B {label_b} {result['mean_b']:.3f} · "
-                  f"difference {result['mean_difference']:+.3f} (p = {result['p_value']:.4f}, {verdict}); "
-                  f"{result['cases']} cases: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties",
-                  highlight=False)
-        for title, rows in (("B loses", result["losses_detail"]), ("B wins", result["wins_detail"])):
-            if rows:
-                out.print(f"[bold]{title}[/bold]:", highlight=False)
-                for r in rows[:show]:
-                    out.print(f"  {r['difference']:+.3f}  {r['query_id']}  {r['query'][:70]}", highlight=False)
+        emit(result, as_json, lambda result: _print_comparison(result, show))
+
+
+def _print_comparison(result: dict[str, Any], show: int) -> None:
+    verdict = "significant at 0.05" if result["p_value"] < 0.05 else "not significant at 0.05"
+    say(f"{result['metric']}: A {result['a']} {result['mean_a']:.3f} · B {result['b']} {result['mean_b']:.3f} · "
+        f"difference {result['mean_difference']:+.3f} (p = {result['p_value']:.4f}, {verdict}); "
+        f"{result['cases']} cases: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties")
+    for title, rows in (("B loses", result["losses_detail"]), ("B wins", result["wins_detail"])):
+        if rows:
+            say(f"[bold]{title}[/bold]:")
+            for r in rows[:show]:
+                say(f"  {r['difference']:+.3f}  {r['query_id']}  {r['query'][:70]}")
 
 
 @eval_app.command("add-case")
@@ -128,11 +133,9 @@ def eval_add_case(
     as_json: JsonFlag = False,
 ) -> None:
     """Turn a recorded lookup (a bad answer seen in production) into a golden case."""
-    import sys
+    from kbseek.evaluation.cases import add_case, case_from_lookup  # imported here: start-up cost (see common)
 
-    from kbseek.evaluation.cases import add_case, case_from_lookup
-
-    with _errors(as_json):
+    with exit_on_error(as_json):
         try:
             text = sys.stdin.read() if str(lookup_json) == "-" else lookup_json.read_text(encoding="utf-8")
             recorded = json.loads(text)
@@ -140,11 +143,9 @@ def eval_add_case(
             raise DatasetError(f"{lookup_json}: not a lookup's JSON ({exc})") from None
         case = case_from_lookup(recorded, case_id=case_id, pieces=piece, split=split, tags=tag, notes=notes)
         add_case(cases, case)
-        if as_json:
-            _print_json(case.model_dump())
-        else:
-            what = "no-answer case" if not case.answerable else f"{len(case.expected)} expected piece(s)"
-            out.print(f"added case {case.id} to {cases}: {what}", highlight=False)
+        emit(case, as_json, lambda case: say(f"added case {case.id} to {cases}: " + (
+            "no-answer case" if not case.answerable else f"{len(case.expected)} expected piece(s)")),
+            view=lambda case: case.model_dump())
 
 
 @eval_app.command("report")
@@ -156,16 +157,14 @@ def eval_report(
     with_json: Annotated[bool, typer.Option("--json/--no-json", help="Also copy the run JSON (it holds every query's text).")] = True,
 ) -> None:
     """Write a run report as Markdown tables with PNG charts (metrics with intervals, per-tag breakdown)."""
-    from kbseek.evaluation.report import write_report
-
-    with _errors(False):
+    with exit_on_error(False):
         try:
             report = json.loads(report_json.read_text(encoding="utf-8"))
             report["runs"][0]["metrics"]
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
             raise DatasetError(f"{report_json}: not a 'kbseek eval run --json' report ({exc})") from None
         path = write_report(report, out_dir, name or report["dataset"], title=title, with_json=with_json)
-        out.print(f"wrote {path} with its charts", highlight=False)
+        say(f"wrote {path} with its charts")
 
 
 @eval_app.command("record")
@@ -180,13 +179,13 @@ def eval_record(
 ) -> None:
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
-    from kbseek.evaluation.runner import cache_home, default_cache_root, open_dataset_kb
+    # Imported here: start-up cost (see common)
     from kbseek.evaluation.replay import record
-    from kbseek.settings import Settings
+    from kbseek.evaluation.runner import cache_home, default_cache_root, open_dataset_kb
 
-    with _errors(False):
+    with exit_on_error(False):
         data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
-        base = _settings()
+        base = load_settings()
         home = cache_home(data, base, cache or default_cache_root())
         kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
         try:
@@ -195,54 +194,5 @@ def eval_record(
             kb.close()
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(json.dumps(fixture, ensure_ascii=False) + "\n", encoding="utf-8")
-        out.print(f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
-                  f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}", highlight=False)
-
-
-@app.command("trace")
-def trace(
-    session_id: Annotated[str, typer.Argument(help="The session id the agent passed to lookup_knowledge.")],
-    as_json: JsonFlag = False,
-) -> None:
-    """A session's diagnosis trace: its lookups in order, their evidence, what was deduplicated, documents seen."""
-    from kbseek.interfaces.cli import _open
-
-    with _errors(as_json):
-        with _open(vectors=False) as kb:
-            data = kb.trace(session_id)
-        if as_json:
-            _print_json(data)
-            return
-        out.print(f"[bold]session {session_id}[/bold]: {len(data['calls'])} call(s), "
-                  f"{len(data['documents_seen'])} document(s) seen", highlight=False)
-        for c in data["calls"]:
-            state = c["relevance_level"] if c["success"] else f"FAILED: {c['error']}"
-            out.print(f"{c['call'] or '-':>3}. {c['query'][:70]}  → {state} ({c['evidence_status'] or '-'}, "
-                      f"{c['duration_ms']:.0f} ms)", highlight=False, markup=False)
-            for e in c["evidence"]:
-                out.print(f"       {e['relevance']:<15} {e['path']}  {', '.join(e['anchors'])}", highlight=False,
-                          markup=False)
-            for d in c["deduplicated"]:
-                out.print(f"       DEDUPED         {d['path']}#{d['anchor'] or ''} (given in call {d['first_call']})",
-                          highlight=False, markup=False)
-        out.print("documents seen: " + ", ".join(f"{d['path']} (call {d['first_call']})" for d in data["documents_seen"]),
-                  highlight=False, markup=False)
-
-
-@app.command("verify-summary")
-def verify_summary(
-    session_id: Annotated[str, typer.Argument(help="The session id the agent passed to lookup_knowledge.")],
-    limit: Annotated[int, typer.Option(min=200, max=20_000, help="Characters of the text summary.")] = 2000,
-    as_json: JsonFlag = False,
-) -> None:
-    """The tool-trace summary for a verifier: questions, strongest level, evidence status and sources, bounded."""
-    from kbseek.interfaces.cli import _open
-    from kbseek.observability.trace_summary import summarize
-
-    with _errors(as_json):
-        with _open(vectors=False) as kb:
-            summary = summarize(kb.trace(session_id), limit=limit)
-        if as_json:
-            _print_json(summary)
-        else:
-            out.print(summary["text"], highlight=False, markup=False)
+        say(f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
+            f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}")

@@ -11,26 +11,25 @@ from typing import Annotated
 import typer
 
 from kbseek.errors import InvalidRequest
-from kbseek.interfaces.cli import _errors, _open, _print_json, _settings, app, err
+from kbseek.interfaces.cli.common import err, exit_on_error, load_settings, open_reading, print_json
 from kbseek.lookup.schema import LOOKUP, TOOLS, mcp_tool_definition, openai_tool_schema
 
 SCHEMA_FORMATS = ("openai", "mcp")
 
 
-@app.command()
 def mcp() -> None:
     """Serve the knowledge base to an agent over MCP on stdin/stdout (logs go to stderr).
 
     Its tools only read, so it opens the data home read-only and runs beside whatever owns it (a kbseek serve,
     a kbseek ingest): documents written there reach it through the database."""
-    from kbseek.interfaces.mcp_server import run_stdio
+    from kbseek.interfaces.mcp_server import run_stdio  # imported here: start-up cost (see common)
 
-    with _errors(False):  # errors go to stderr as for every verb; stdout carries only the protocol
+    with exit_on_error(False):  # errors go to stderr as for every verb; stdout carries only the protocol
         with _stdout_to_stderr():
-            if _settings().scan_dirs:
+            if load_settings().scan_dirs:
                 err.print("note: kbseek mcp does not sync scan_dirs (it only reads); kbseek serve or kbseek ingest "
                           "does", highlight=False)
-            kb = _open()
+            kb = open_reading()
     try:
         run_stdio(kb)
     except KeyboardInterrupt:  # Ctrl-C in a terminal: a normal way to stop
@@ -58,17 +57,16 @@ def _stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-@app.command("tool-schema")
 def tool_schema(
     fmt: Annotated[str, typer.Option("--format", help="openai (function calling) | mcp (tools/list entry)")] = "openai",
     tool: Annotated[str, typer.Option(help=f"The tool: {' | '.join(TOOLS)}.")] = LOOKUP,
     all_tools: Annotated[bool, typer.Option("--all", help="Every tool, as a JSON list.")] = False,
 ) -> None:
     """Print the agent tool's definition as JSON, generated from the same model that validates its calls."""
-    with _errors(True):
+    with exit_on_error(True):
         if fmt not in SCHEMA_FORMATS:
             raise InvalidRequest(f"--format {fmt!r} is not one of {', '.join(SCHEMA_FORMATS)}")
         if tool not in TOOLS:
             raise InvalidRequest(f"--tool {tool!r} is not one of {', '.join(TOOLS)}")
         render = openai_tool_schema if fmt == "openai" else mcp_tool_definition
-        _print_json([render(name) for name in TOOLS] if all_tools else render(tool))
+        print_json([render(name) for name in TOOLS] if all_tools else render(tool))

@@ -1,6 +1,6 @@
 """``kbseek serve``: the REST API, the MCP endpoint and the metrics on one port.
 
-The server owns its data home (``kbseek.home.ownership``) from start to exit: a second server on the same home, or a
+The server owns its data home (``kbseek.maintenance.home``) from start to exit: a second server on the same home, or a
 writing CLI command, refuses and names it; reading commands run beside it. SIGTERM and Ctrl-C stop it cleanly and
 it exits 0, so ``make run`` and process supervisors see a normal stop rather than a death by signal.
 """
@@ -9,31 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from kbseek.errors import HomeInUse
-from kbseek.interfaces.cli import _errors, _settings, app, err
-from kbseek.home.ownership import HomeLock, Owner
+from kbseek.interfaces.cli.common import err, exit_on_error, load_settings
+from kbseek.maintenance.home import serving
 
 
-def refusal(owner: Owner, home: Path) -> str:
-    """Why a second server does not start on a home.
-
-    >>> refusal(Owner(7, "kbseek serve", "http://127.0.0.1:8000"), Path("kb"))
-    'kb is already served by kbseek serve (pid 7, http://127.0.0.1:8000): use that server, or stop it first (one server per data home; --home picks another)'
-    >>> refusal(Owner(9, "kbseek ingest"), Path("kb"))
-    'kb is being written by kbseek ingest (pid 9): wait for it to finish, then start the server'
-    """
-    if owner.url:
-        return (f"{home} is already served by {owner.describe()}: use that server, or stop it first "
-                "(one server per data home; --home picks another)")
-    return f"{home} is being written by {owner.describe()}: wait for it to finish, then start the server"
-
-
-@app.command("serve")
 def serve(
     host: Annotated[str, typer.Option(help="Address to bind; 0.0.0.0 exposes it beyond this machine.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
@@ -41,19 +24,16 @@ def serve(
                                                  help="Request threads (lookups run in parallel).")] = 40,
 ) -> None:
     """Serve the knowledge base: REST API (/docs), MCP (/mcp), /health, /ready and /metrics."""
+    # Imported here: the web stack loads only for the server (start-up cost, see common)
     import anyio.to_thread
     import uvicorn
 
     from kbseek.interfaces.http.app import create_app
 
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    with _errors(False):
-        settings = _settings()
-        lock = HomeLock(settings.home)
-        try:
-            lock.acquire("kbseek serve", f"http://{shown}:{port}" if port else None)
-        except HomeInUse as exc:
-            raise HomeInUse(refusal(exc.owner, settings.home), owner=exc.owner) from None
+    with exit_on_error(False):
+        settings = load_settings()
+        lock = serving(settings, f"http://{shown}:{port}" if port else None)
     try:
         application = create_app(settings, bind_host=host)
         config = uvicorn.Config(application, host=host, port=port, log_level=settings.log_level.lower(),

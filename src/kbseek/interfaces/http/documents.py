@@ -16,7 +16,7 @@ from kbseek.interfaces.http import errors as api_errors
 from kbseek.interfaces.http.deps import Kb, Read, Write
 from kbseek.interfaces.http.guard import ApiError, error_body
 from kbseek.lookup.views import document_view
-from kbseek.maintenance.operations import reindex as rebuild
+from kbseek.maintenance.reindex import reindex as rebuild
 from kbseek.observability.logs import actor_scope
 from kbseek.service import KnowledgeBase
 

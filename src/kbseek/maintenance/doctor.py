@@ -1,34 +1,25 @@
-"""Operations on a whole data home: ``doctor`` (find and repair drift), backup and restore.
+"""``kbseek doctor``: check a data home against its database, and with ``--fix`` repair what drifted.
 
 The database is the system of record: stored originals are rewritten from it, vectors re-derived from it (their
-embeddings are cached in it), and in-memory indexes rebuilt from it. So a backup is the database; the rest follows.
+embeddings are cached in it), and in-memory indexes rebuilt from it. The check compares each of them with it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import shutil
-import sqlite3
-import tarfile
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from kbseek.adapters.sql import migrate
-from kbseek.adapters.sql.engine import make_engine
-from kbseek.retrieval.vectors import DOCUMENT_PREFIX, has_summary_vector
 from kbseek.core.models import StoredDocument
-from kbseek.errors import HomeInUse, KbseekError, OperationError, SchemaNotCurrent
+from kbseek.errors import HomeInUse, KbseekError, SchemaNotCurrent
 from kbseek.home.ownership import HomeLock, Owner, owner_of
+from kbseek.home.readonly import require_database
+from kbseek.maintenance.schema import status
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX, has_summary_vector
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-
-BACKUP_FORMAT = 1
-
-
 
 
 def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -106,8 +97,6 @@ def check_home(settings: Settings) -> dict[str, Any]:
     the owner's ``/ready`` when a server owns it (its Milvus Lite data dir is its own), not at all while another
     command writes them (reported, ``ok`` false).
     """
-    from kbseek.home.readonly import require_database
-
     require_database(settings.database_url, settings.home)
     lock, owner = HomeLock(settings.home), owner_of(settings.home)
     if owner is None:
@@ -119,11 +108,8 @@ def check_home(settings: Settings) -> dict[str, Any]:
         try:
             kb = KnowledgeBase.open(settings.model_copy(update={"embedder": "none"}), read_only=True)
         except SchemaNotCurrent as exc:
-            engine = make_engine(settings.database_url)
-            try:
-                schema = {"ok": False, "revision": migrate.current(engine), "head": migrate.head(), "note": exc.message}
-            finally:
-                engine.dispose()
+            revisions = status(settings)
+            schema = {"ok": False, "revision": revisions["current"], "head": revisions["head"], "note": exc.message}
             return {"ok": False, "fixed": False, "checks": {"schema": schema}, "repaired_at_open": {},
                     "owner": _owner_view(owner), "duration_ms": 0.0}
         try:
@@ -148,6 +134,7 @@ def _vectors_at_rest(settings: Settings, documents: list[StoredDocument], owner:
         return _owner_vectors(owner)
     if settings.vector_store == "local":
         return {"ok": True, "store": "local", "note": "in-process store, filled from the embedding cache at every start"}
+    # Imported here: the embedding stack and pymilvus load only when a check needs them (start-up cost)
     from kbseek.adapters.embedders import load_embedder
     from kbseek.adapters.vectors_milvus import MilvusVectorStore
 
@@ -182,86 +169,3 @@ def _owner_vectors(owner: Owner) -> dict[str, Any]:
     return {"ok": bool(ready.get("ready")) and not store.get("fallback"), "checked_by": f"GET {owner.url}/ready",
             "store": store.get("store"),
             "fallback": store.get("fallback"), "pending": store.get("documents_pending")}
-
-
-def backup(settings: Settings, out: Path) -> dict[str, Any]:
-    """A consistent snapshot of the data home's database (SQLite's online backup) in a ``.tar.gz``.
-
-    Safe while a server runs: SQLite's backup API copies a consistent state. PostgreSQL is backed up with
-    its own tools (``pg_dump``); kbseek refuses rather than pretend."""
-    if not settings.database_url.startswith("sqlite"):
-        raise OperationError("backup copies the embedded SQLite database; this home uses PostgreSQL",
-                             hint="back it up with pg_dump (the database holds everything: documents, "
-                                  "originals' content, cached embeddings, records)")
-    source = Path(settings.database_url.removeprefix("sqlite:///"))
-    if not source.is_file():
-        raise OperationError(f"no database at {source}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "kbseek.db"
-        with sqlite3.connect(source, timeout=30) as src, sqlite3.connect(copy) as dst:
-            src.backup(dst)
-            documents = dst.execute("SELECT count(*) FROM documents").fetchone()[0]
-        manifest = {"format": BACKUP_FORMAT, "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                    "documents": documents, "revision": migrate.head(), "source": str(settings.home)}
-        (Path(tmp) / "manifest.json").write_text(json.dumps(manifest, indent=2), "utf-8")
-        partial = out.with_name(out.name + ".part")
-        with tarfile.open(partial, "w:gz") as tar:
-            tar.add(Path(tmp) / "manifest.json", "manifest.json")
-            tar.add(copy, "kbseek.db")
-        partial.replace(out)  # a backup is either whole or absent
-    return manifest | {"file": str(out), "bytes": out.stat().st_size}
-
-
-def restore(archive: Path, settings: Settings, *, force: bool = False) -> dict[str, Any]:
-    """Restore a backup into the data home (empty, or replaced with ``force``); originals, indexes and vectors
-    are rebuilt from the database by the next start (``KnowledgeBase.open``), which this runs once."""
-    if not settings.database_url.startswith("sqlite"):
-        raise OperationError("restore writes the embedded SQLite database; this home uses PostgreSQL",
-                             hint="restore PostgreSQL with pg_restore / psql")
-    target = Path(settings.database_url.removeprefix("sqlite:///"))
-    if target.exists() and not force:
-        raise OperationError(f"{settings.home} already holds a knowledge base", hint="use --force to replace it")
-    try:
-        with tarfile.open(archive, "r:gz") as tar:
-            names = set(tar.getnames())
-            if names != {"manifest.json", "kbseek.db"}:
-                raise OperationError(f"{archive} is not a kbseek backup (it holds {sorted(names)[:5]})")
-            manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
-            if manifest.get("format") != BACKUP_FORMAT:
-                raise OperationError(f"{archive}: backup format {manifest.get('format')!r} is not {BACKUP_FORMAT}")
-            with tempfile.TemporaryDirectory(dir=target.parent if target.parent.exists() else None) as tmp:
-                tar.extract("kbseek.db", tmp, filter="data")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                for stale in (settings.knowledge_base_dir, settings.home / "milvus.db"):
-                    if stale.is_dir():
-                        shutil.rmtree(stale)
-                for suffix in ("-wal", "-shm"):
-                    Path(str(target) + suffix).unlink(missing_ok=True)
-                Path(tmp, "kbseek.db").replace(target)
-    except (tarfile.TarError, OSError, json.JSONDecodeError) as exc:
-        raise OperationError(f"{archive}: cannot restore: {exc}") from None
-    with KnowledgeBase.open(settings) as kb:  # rewrites originals, rebuilds indexes and vectors
-        restored = {"documents": kb.repository.count(), "repaired": kb.startup_repair}
-    return {"manifest": manifest, **restored}
-
-
-def reindex(kb: KnowledgeBase) -> dict[str, Any]:
-    """Rebuild what is derived from the database: originals, in-memory indexes, and every vector (from the
-    embedding cache; only texts never embedded are embedded).
-
-    It holds the home alone (``kb.writes.repairing()``) throughout: writes wait for it, and it waits for the
-    writes in flight, so no upload's original is taken for an orphan and no new document's vectors for stale ones."""
-    started = time.perf_counter()
-    with kb.writes.repairing():
-        repaired = kb.repair()
-        kb.indexes.refresh(force=True)
-        documents = kb.repository.load()
-        vectors = 0
-        dense = kb.indexes.dense
-        if dense is not None:
-            expected = expected_vector_ids(documents, summaries=dense.summaries)
-            dense.sync(documents, sorted(dense.store.ids() - expected), first=False)
-            vectors = len(dense.store.ids())
-    return {"repaired": repaired, "documents": len(documents), "chunks": len(kb.indexes.chunks), "vectors": vectors,
-            "index_version": kb.indexes.index_version, "duration_ms": round((time.perf_counter() - started) * 1000, 1)}

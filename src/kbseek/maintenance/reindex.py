@@ -1,0 +1,30 @@
+"""``kbseek reindex`` and ``POST /api/reindex``: rebuild everything derived from the database."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kbseek.maintenance.doctor import expected_vector_ids
+from kbseek.service import KnowledgeBase
+
+
+def reindex(kb: KnowledgeBase) -> dict[str, Any]:
+    """Rebuild what is derived from the database: originals, in-memory indexes, and every vector (from the
+    embedding cache; only texts never embedded are embedded).
+
+    It holds the home alone (``kb.writes.repairing()``) throughout: writes wait for it, and it waits for the
+    writes in flight, so no upload's original is taken for an orphan and no new document's vectors for stale ones."""
+    started = time.perf_counter()
+    with kb.writes.repairing():
+        repaired = kb.repair()
+        kb.indexes.refresh(force=True)
+        documents = kb.repository.load()
+        vectors = 0
+        dense = kb.indexes.dense
+        if dense is not None:
+            expected = expected_vector_ids(documents, summaries=dense.summaries)
+            dense.sync(documents, sorted(dense.store.ids() - expected), first=False)
+            vectors = len(dense.store.ids())
+    return {"repaired": repaired, "documents": len(documents), "chunks": len(kb.indexes.chunks), "vectors": vectors,
+            "index_version": kb.indexes.index_version, "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
