@@ -253,7 +253,7 @@ def _ranked_chunks(kb: KnowledgeBase, query: str, policy: str, depth: int) -> li
     receives (``lookup_knowledge``: gated, grouped, capped); a compact summary counts as its document's first
     chunk (its excerpt is the start of the body), a metadata-only entry as nothing (it has no content)."""
     if policy != "legacy" and not policy.startswith(ANSWER_PREFIX):
-        return [hit.chunk for hit in kb.lookup(query, top_k=depth, policy=policy).evidence]
+        return [hit.chunk for hit in kb.lookup(query, top_k=depth, policy=policy).hits]
     response = kb.lookup_knowledge({"query": query, "policy": policy.removeprefix(ANSWER_PREFIX),
                                     "top_k": min(depth, 50), "budget_chars": 100_000})
     return answer_chunks(kb, response.answer)

@@ -31,7 +31,8 @@ from starlette.applications import Starlette
 
 from kbseek import __version__
 from kbseek.errors import INTERNAL_FAILURES, KbseekError, NotFoundError, Unavailable, edge_hint, public_message
-from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.core.models import DocumentCard
+from kbseek.retrieval.indexes import Indexes
 from kbseek.lookup.render import render_text, response_view
 from kbseek.lookup.schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, SectionRequest, annotations, input_schema, parse_request,
@@ -218,7 +219,7 @@ def _section(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
         return _answer(kb.lookup_knowledge({"query": request.section, "section": f"{name}#{request.section}"}))
 
 
-def _resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
+def _resolve_document(indexes: Indexes, name: str) -> DocumentCard:
     """A document by path or id, else by file name, file stem or title when exactly one has it."""
     docs = sorted(indexes.documents.values(), key=lambda d: d.path)
     for doc in docs:
@@ -235,7 +236,7 @@ def _resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
     raise NotFoundError(f"no document {name!r}", hint=listing)
 
 
-def _names(doc: IndexedDocument) -> set[str]:
+def _names(doc: DocumentCard) -> set[str]:
     file_name = doc.path.rsplit("/", 1)[-1]
     return {file_name.casefold(), file_name.rsplit(".", 1)[0].casefold(), doc.title.casefold()}
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kbseek.retrieval import recall as retrieval
 from kbseek.core.analysis import clean_query
 from kbseek.core.answer import (
-    Answer, Candidate, DocumentEvidence, DocumentInfo, assemble, compact_summary, dedup_key, join_chunks, metadata_only,
+    Answer, Candidate, DocumentEvidence, assemble, compact_summary, dedup_key, join_chunks, metadata_only,
 )
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
@@ -26,7 +26,8 @@ from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Threshold
 from kbseek.core.results import CategoryFilter, Hit
 from kbseek.core.rewrite import Rewrite
 from kbseek.errors import InvalidRequest, KbseekError, NotFoundError
-from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.core.models import DocumentCard
+from kbseek.retrieval.indexes import Indexes
 from kbseek.observability.logs import request_scope
 from kbseek.lookup.records import failure_row, success_row
 from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
@@ -105,8 +106,8 @@ class LookupResponse:
     ranked: tuple[Hit, ...] = ()  # the fused recall before levels, for explain views and traces
 
 
-def document_info(doc: IndexedDocument) -> DocumentInfo:
-    return DocumentInfo(doc.id, doc.path, doc.title, doc.summary, doc.keywords, doc.category, doc.outline, doc.fields)
+def document_info(doc: DocumentCard) -> DocumentCard:
+    return doc
 
 
 def allowed_documents(indexes: Indexes, filters: dict[str, str | list[str]]) -> frozenset[str]:
@@ -238,13 +239,13 @@ class LookupTool:
                                         use_domain_filter=s.domain_filter, config=kb.fusion_config(), only=only)
                        for v in variants]
             base = results[0]
-            hits = _fuse_variants(results) if len(results) > 1 else list(base.evidence)
+            hits = _fuse_variants(results) if len(results) > 1 else list(base.hits)
             candidates = levelled(indexes, request.query, hits, base.hint, thresholds, base.reference_similarity)
             if rewrite and rewrite.additions and not candidates:
                 plain = retrieval.lookup(indexes, request.query.strip(), top_k=depth, policy=recall_policy,
                                          category=request.category, use_domain_filter=s.domain_filter,
                                          config=kb.fusion_config(), only=only)
-                candidates = levelled(indexes, request.query, list(plain.evidence), plain.hint, thresholds,
+                candidates = levelled(indexes, request.query, list(plain.hits), plain.hint, thresholds,
                                       plain.reference_similarity)
                 notes.append("the rewritten query found no confident match; answered from the original query")
             for result in results:
@@ -365,10 +366,10 @@ def _unplaced_l0_matches(indexes: Indexes, hint: KeywordHint, candidates: list[C
 
 def _fuse_variants(results: list[Any]) -> list[Hit]:
     """Rankings of several query variants fused by RRF (k = 60); each chunk keeps its best lane scores."""
-    lanes = {f"q{i}": [h.chunk.id for h in r.evidence] for i, r in enumerate(results)}
+    lanes = {f"q{i}": [h.chunk.id for h in r.hits] for i, r in enumerate(results)}
     by_id: dict[str, Hit] = {}
     for result in results:
-        for hit in result.evidence:
+        for hit in result.hits:
             by_id.setdefault(hit.chunk.id, hit)
     fused = rrf(lanes, k=60)
     return [Hit(rank, f.score, by_id[f.chunk_id].chunk, by_id[f.chunk_id].document_title, by_id[f.chunk_id].lanes)

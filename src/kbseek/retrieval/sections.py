@@ -7,7 +7,8 @@ from kbseek.core.answer import Candidate
 from kbseek.core.markdown import normalize_heading
 from kbseek.core.models import Chunk
 from kbseek.errors import NotFoundError
-from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.core.models import DocumentCard
+from kbseek.retrieval.indexes import Indexes
 
 
 def document_chunks(indexes: Indexes, document_id: str) -> list[Chunk]:
@@ -60,7 +61,7 @@ def _split_path(text: str) -> list[str]:
     return [text]
 
 
-def resolve_document(indexes: Indexes, name: str) -> IndexedDocument:
+def resolve_document(indexes: Indexes, name: str) -> DocumentCard:
     for doc in indexes.documents.values():
         if name in (doc.path, doc.id):
             return doc
