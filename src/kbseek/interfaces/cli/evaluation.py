@@ -17,7 +17,7 @@ from kbseek.observability.logs import configure_logging
 def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
               split: str | None = None) -> Any:
     """A golden case file or a dataset folder, as one ``Dataset``."""
-    from kbseek.evaluation.runner import load_dataset
+    from kbseek.evaluation.datasets import load_dataset
 
     if dataset.is_file():
         from kbseek.evaluation.cases import load_cases
@@ -180,7 +180,7 @@ def eval_record(
 ) -> None:
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
-    from kbseek.evaluation.runner import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
     from kbseek.evaluation.replay import record
     from kbseek.settings import Settings
 
