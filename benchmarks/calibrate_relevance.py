@@ -26,9 +26,9 @@ import numpy as np
 
 from kbseek.evaluation.cases import load_cases
 from kbseek.core.relevance import CALIBRATED, LEXICAL_ONLY, Thresholds, level
-from kbseek.evaluation.runner import JudgmentMapper, cache_home, default_cache_root, load_dataset, open_dataset_kb
+from kbseek.evaluation.datasets import JudgmentMapper, cache_home, default_cache_root, load_dataset, open_dataset_kb
 from kbseek.settings import Settings
-from kbseek.lookup.tool import _l0_status
+from kbseek.lookup.answering import l0_status
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -65,10 +65,10 @@ def signals(kb, query: str, mapper: JudgmentMapper | None, judged: set[str], pol
     answers when any of them passes)."""
     result = kb.lookup(query, top_k=5, policy=policy)
     tokens = kb.indexes.analyzer.tokens(query)
-    coverage = kb.indexes.bm25.coverage(tokens, [h.chunk.id for h in result.evidence])
-    l0 = _l0_status(result.hint)
+    coverage = kb.indexes.bm25.coverage(tokens, [h.chunk.id for h in result.hits])
+    l0 = l0_status(result.hint)
     hits = []
-    for hit in result.evidence:
+    for hit in result.hits:
         dense = hit.lanes.get("dense")
         sim = dense.score if dense else None
         ref = result.reference_similarity

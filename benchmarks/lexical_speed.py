@@ -15,7 +15,8 @@ import bm25s
 import numpy as np
 
 from kbseek.core.analysis import Analyzer
-from kbseek.core.keywords import KeywordEntry, KeywordIndex
+from kbseek.core.keywords import KeywordIndex
+from kbseek.core.models import DocumentCard
 from kbseek.core.lexical import BM25Index
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -39,7 +40,7 @@ def l0_latency() -> list[str]:
         entries = []
         for i, row in enumerate(corpus[:size]):
             words = [w for w in analyzer.tokens(row["text"][:300]) if len(w) >= 2][:3]
-            entries.append(KeywordEntry(f"d{i}", row["_id"], row["title"], row["text"][:80].replace("\n", " "),
+            entries.append(DocumentCard(f"d{i}", row["_id"], row["title"], row["text"][:80].replace("\n", " "),
                                         (f"ERR_CODE_{i}", *words), row["_id"].split("/")[0]))
         analyzer.set_words([k for e in entries for k in e.keywords])
         index = KeywordIndex(analyzer)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from kbseek.adapters import embedders
-from kbseek.evaluation.runner import corpus_documents
+from kbseek.evaluation.datasets import corpus_documents
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

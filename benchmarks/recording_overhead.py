@@ -30,7 +30,7 @@ from kbseek.adapters.sql.tables import ToolInvocationRow  # noqa: E402
 from kbseek.lookup.records import success_row  # noqa: E402
 from kbseek.service import KnowledgeBase  # noqa: E402
 from kbseek.settings import Settings  # noqa: E402
-from kbseek.lookup.tool import LookupRequest, LookupTool  # noqa: E402
+from kbseek.lookup import LookupRequest  # noqa: E402
 
 QUERIES = ["ERR_TIMEOUT 支付超时", "jmap 内存泄漏", "HighCPUUsage 告警怎么处理", "HTTP 502 Bad Gateway", "磁盘满了",
            "数据库连接池耗尽", "订单服务 ERR_ORDER_DUPLICATE", "nginx upstream timed out"]
@@ -49,12 +49,12 @@ def per_call(settings: Settings, label: str, rounds: int) -> list[str]:
     rows = []
     with KnowledgeBase.open(settings) as kb:
         kb.ingest([ROOT / "examples" / "knowledge_base"])
-        tool = LookupTool(kb)
+        tool = kb.lookup_tool
         build, write, observe, answer_only, whole, commit = [], [], [], [], [], []
         for n in range(rounds):
             request = LookupRequest.parse({"query": QUERIES[n % len(QUERIES)], "session_id": f"b{n % 20}"})
             t0 = time.perf_counter()
-            response = tool._answer(request, t0, {})
+            response = tool.answer(request, started=t0)
             t1 = time.perf_counter()
             row = success_row(response, (t1 - t0) * 1000)
             t2 = time.perf_counter()

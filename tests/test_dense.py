@@ -56,11 +56,11 @@ def test_dense_lane_finds_a_paraphrase_and_hybrid_fuses(tmp_path, store_kind):
     lane = dense.hits[0].lanes["dense"]
     assert lane.score_label == "similarity" and 0.5 < lane.score <= 1.0
     hybrid = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3)
-    top = hybrid.evidence[0]
+    top = hybrid.hits[0]
     assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0"}
     assert top.score == pytest.approx(1.0 + 1.0 + 0.5)  # rsf: the best of all three lanes, weights 1, 1, 0.5
     kb.settings = kb.settings.model_copy(update={"fusion": "rrf"})
-    top = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3).evidence[0]
+    top = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3).hits[0]
     assert top.score == pytest.approx(1 / 61 + 1 / 61 + 0.5 / 61)  # rrf: rank 1 in all three lanes
     assert kb.search("ERR_TIMEOUT", policy="dense", top_k=5, category="ops").hits[0].chunk.category == "ops"
     kb.close()
@@ -116,7 +116,7 @@ def test_auto_falls_back_to_the_local_store_and_says_so(tmp_path, caplog):
     assert kb.indexes.dense.store.name == "local"
     load(kb)
     result = kb.lookup("磁盘满了")
-    assert any("fallback" in note for note in result.notes) and result.evidence
+    assert any("fallback" in note for note in result.notes) and result.hits
     assert "Milvus unavailable" in caplog.text
     kb.close()
     with pytest.raises(StorageError):
@@ -142,7 +142,7 @@ def test_hybrid_relaxes_an_empty_domain_filter(tmp_path):
     load(kb)
     result = kb.lookup("METADATA_ONLY_DOC 清理过期日志")
     assert result.hint.single_domain == "empty"
-    assert result.filter.category == "empty" and result.filter.relaxed and result.evidence
+    assert result.filter.category == "empty" and result.filter.relaxed and result.hits
     kb.close()
 
 

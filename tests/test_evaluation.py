@@ -9,9 +9,12 @@ import jsonschema
 import pytest
 
 from kbseek.errors import DatasetError
+from kbseek.settings import Settings
 from kbseek.core.models import Chunk
 from kbseek.evaluation.cases import load_cases
-from kbseek.evaluation.runner import JudgmentMapper, evaluate, load_dataset, parse_configs
+from kbseek.evaluation.datasets import JudgmentMapper, cache_home, load_dataset, open_dataset_kb
+from kbseek.evaluation.replay import record
+from kbseek.evaluation.runner import evaluate, parse_configs
 from tests.conftest import ROOT, write
 
 
@@ -121,3 +124,27 @@ def test_no_answer_metrics_and_tag_breakdown(tmp_path):
     per = {p["query_id"]: p["metrics"] for p in recall["per_query"]}
     assert recall["by_tag"]["exact-term"]["hit@1"] == pytest.approx((per["a"]["hit@1"] + per["b"]["hit@1"]) / 2)
     assert 1 <= recall["metrics"]["sources@5"]["mean"] <= 5
+
+
+def test_a_replay_scores_what_the_live_run_scores_under_every_configuration(tmp_path):
+    """``eval record`` then ``eval run --replay``, as the CLI does: the tool's own steps on the recorded lanes give
+    the live rankings case by case, for each answer shape and for query-time settings tried on the side."""
+    dataset = load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")
+    policies = ["hybrid", "answer:hybrid", "legacy"]
+    configs = [("default", {}), ("rrf", {"fusion": "rrf", "answer_per_document": 1, "coverage_low": 0.3})]
+    base, cache = Settings(), tmp_path / "cache"
+    live = evaluate(dataset, policies=policies, configs=configs, ks=(10,), depth=100, cache_root=cache, base=base)
+    home = cache_home(dataset, base, cache)
+    kb = open_dataset_kb(dataset, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+    try:
+        fixture = record(kb, dataset)
+    finally:
+        kb.close()
+    replayed = evaluate(dataset, policies=policies, configs=configs, ks=(10,), depth=100, cache_root=cache, base=base,
+                        fixture=fixture)
+    assert [r["name"] for r in replayed["runs"]] == [r["name"] for r in live["runs"]]
+    for ours, theirs in zip(replayed["runs"], live["runs"]):
+        assert [q["ranking"] for q in ours["per_query"]] == [q["ranking"] for q in theirs["per_query"]], ours["name"]
+        assert ours["metrics"] == theirs["metrics"] and ours["no_answer"] == theirs["no_answer"]
+    default, strict = (r["metrics"]["recall@10"]["mean"] for r in live["runs"] if r["policy"] == "answer:hybrid")
+    assert default != strict  # the second configuration is really another one

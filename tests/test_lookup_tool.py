@@ -3,6 +3,7 @@ matrix and format, sections, expansion, filters, rewriting, session dedup (SQLit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jsonschema
@@ -12,7 +13,7 @@ from conftest import EXAMPLES, ROOT, doc, write
 from kbseek.lookup.render import legacy_view, render_text, response_view
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from kbseek.lookup.tool import LookupRequest
+from kbseek.lookup import LookupRequest, LookupResponse
 from kbseek.errors import InvalidRequest, NotFoundError
 
 SCHEMA = json.loads((ROOT / "schemas" / "lookup-answer.schema.json").read_text("utf-8"))
@@ -295,3 +296,26 @@ def test_concurrent_calls_of_one_session_get_distinct_numbers(kb):
     assert numbers == list(range(1, 13))
     seen = kb.sessions.seen("race")
     assert len(seen) == 13 and seen["doc#same"] in numbers
+
+
+def test_the_response_is_built_by_keyword_and_gives_its_own_json(example_kb):
+    response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思", session_id="json-1")
+    assert response.to_dict() == response_view(response)  # a library user needs no interface module
+    jsonschema.validate(response.to_dict(), SCHEMA)
+    values = [getattr(response, f.name) for f in dataclasses.fields(LookupResponse)]
+    with pytest.raises(TypeError):
+        LookupResponse(*values)  # seventeen fields: by name only
+    assert LookupResponse(**{f.name: getattr(response, f.name) for f in dataclasses.fields(LookupResponse)}) == response
+
+
+def test_one_tool_per_knowledge_base_and_other_settings_on_a_tool_of_their_own(example_kb):
+    tool = example_kb.lookup_tool
+    assert tool.sessions is example_kb.sessions and tool.invocations is example_kb.invocations
+    query = "磁盘满了怎么清理日志"
+    assert ask(example_kb, query).answer.status == "answer"
+    strict = tool.with_settings(example_kb.settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99}))
+    refused = strict({"query": query})
+    assert refused.answer.status == "no_confident_match" and refused.thresholds.source == "configured"
+    assert example_kb.lookup_tool is tool and ask(example_kb, query).answer.status == "answer"  # unchanged
+    with pytest.raises(InvalidRequest, match="session_id"):  # a tool keeping no sessions says so
+        dataclasses.replace(tool, sessions=None)({"query": query, "session_id": "s-1"})

@@ -20,12 +20,15 @@ from kbseek.errors import DatasetError
 from kbseek.evaluation import gate
 from kbseek.evaluation.cases import load_cases
 from kbseek.core.relevance import GAP_RANK
-from kbseek.evaluation.runner import apply_query_settings, cache_home, evaluate, open_dataset_kb, report, run_policy
-from kbseek.evaluation.replay import record
+from kbseek.evaluation.datasets import cache_home, open_dataset_kb
+from kbseek.evaluation.replay import FixtureRecall, record, replay_retriever
+from kbseek.evaluation.runner import evaluate, report, run_policy
+from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 BASELINE = json.loads((ROOT / "eval" / "reports" / "baseline.json").read_text("utf-8"))
 GATED = ("hybrid", "answer:hybrid")
+REPLAYED = (*GATED, "legacy")  # every policy over the hybrid recall replays
 MEASURED_NOISE = 1.55e-3  # the largest cosine difference measured between two builds of the engine
 
 DATASET = load_cases(EXAMPLES / "eval" / "golden-cases.json")
@@ -39,7 +42,7 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def live(cache):
-    report_ = evaluate(DATASET, policies=list(GATED), cache_root=cache, base=BASE)
+    report_ = evaluate(DATASET, policies=list(REPLAYED), cache_root=cache, base=BASE)
     return {run["name"]: run for run in report_["runs"]}
 
 
@@ -61,13 +64,9 @@ def baseline_run(policy):
 
 def as_report_run(kb, fixture, policy, **overrides):
     """A replayed run (with query-time ``overrides``) as ``kbseek eval run --json`` writes it: what a baseline holds."""
-    settings = kb.settings
-    apply_query_settings(kb, settings.model_copy(update=overrides))
-    try:
-        result = run_policy(kb, DATASET, policy=policy, depth=100, names=list(gate.GATED_METRICS), name=policy,
-                            overrides=overrides, fixture=fixture)
-    finally:
-        apply_query_settings(kb, settings)
+    tool = kb.lookup_tool.with_settings(kb.settings.model_copy(update=overrides))
+    result = run_policy(replay_retriever(tool, DATASET, fixture), DATASET, policy=policy, depth=100,
+                        names=list(gate.GATED_METRICS), name=policy, overrides=overrides)
     return report(DATASET, [result], ks=(1, 10), depth=100, base=BASE, timings={})["runs"][0]
 
 
@@ -123,7 +122,7 @@ def test_fixture_replay_gives_the_live_output_embeds_nothing_and_refuses_a_stale
         raise AssertionError(f"a replay embedded {texts!r}")
 
     monkeypatch.setattr(kb.indexes.dense.embedder, "embed_queries", no_embedding)
-    for policy in GATED:
+    for policy in REPLAYED:
         replayed = as_report_run(kb, fixture, policy)
         assert [q["metrics"] for q in replayed["per_query"]] == [
             {n: q["metrics"][n] for n in gate.GATED_METRICS} for q in live[policy]["per_query"]]
@@ -133,3 +132,32 @@ def test_fixture_replay_gives_the_live_output_embeds_nothing_and_refuses_a_stale
     assert rrf["metrics"]["ndcg@10"] != as_report_run(kb, fixture, "answer:hybrid")["metrics"]["ndcg@10"]
     with pytest.raises(DatasetError, match="stale fixture"):
         as_report_run(kb, dict(fixture, index_version="0:old"), "hybrid")
+
+
+def test_a_replay_with_other_settings_changes_nothing_of_the_knowledge_base(recorded, monkeypatch):
+    """Configurations are tried on a lookup tool of their own: the knowledge base's settings, its tool and its
+    BM25 parameters stay as they were, and are never even reassigned for the while."""
+    kb, fixture = recorded
+    before = (kb.settings.model_dump(), kb.lookup_tool.config, kb.indexes.bm25.k1, kb.indexes.bm25.b)
+    assigned = []
+    original = KnowledgeBase.__setattr__
+    monkeypatch.setattr(KnowledgeBase, "__setattr__", lambda self, name, value: (assigned.append(name),
+                                                                                original(self, name, value)))
+    overrides = {"similarity_high": 0.9, "similarity_low": 0.9, "fusion": "rrf"}
+    band = gate.noise_band(kb, DATASET, fixture, policy="answer:hybrid", seeds=0, overrides=overrides)
+    assert band.answerable  # the replays ran
+    assert assigned == []
+    assert (kb.settings.model_dump(), kb.lookup_tool.config, kb.indexes.bm25.k1, kb.indexes.bm25.b) == before
+
+
+def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
+    kb, fixture = recorded
+    with pytest.raises(DatasetError, match="'dense' recall"):
+        as_report_run(kb, fixture, "answer:dense")
+    tool = kb.lookup_tool
+    recall = FixtureRecall(kb.indexes, fixture)
+    with pytest.raises(DatasetError, match="query_rewrite=off"):  # what a rewritten variant would ask
+        recall("ERR_TIMEOUT err timeout", top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
+    with pytest.raises(DatasetError, match="candidates per lane"):
+        run_policy(replay_retriever(tool, DATASET, fixture), DATASET, policy="hybrid", depth=fixture["depth"] + 1,
+                   names=["hit@1"], name="deep", overrides={})

@@ -53,15 +53,15 @@ def test_lookup_filters_to_the_single_domain_and_relaxes(kb, tmp_path):
     kb.settings = kb.settings.model_copy(update={"domain_filter": True})
     result = kb.lookup("jmap 内存泄漏")
     assert result.filter.category == "troubleshoot" and result.filter.source == "l0_single_domain"
-    assert all(h.chunk.category == "troubleshoot" for h in result.evidence)
-    assert result.evidence[0].chunk.source_path == "troubleshoot/jvm-oom.md"
+    assert all(h.chunk.category == "troubleshoot" for h in result.hits)
+    assert result.hits[0].chunk.source_path == "troubleshoot/jvm-oom.md"
     # L0's single domain holds a document without body text: the filtered lane is empty and relaxes
     kb.upload(doc("只有元数据", "ONLY_META_KW", "s", "", category="meta").encode(), "m.md")
     relaxed = kb.lookup("ONLY_META_KW 老年代使用率持续上升", top_k=3, policy="lexical")
     assert relaxed.filter.category == "meta" and relaxed.filter.relaxed
-    assert relaxed.evidence[0].chunk.source_path == "troubleshoot/jvm-oom.md"
+    assert relaxed.hits[0].chunk.source_path == "troubleshoot/jvm-oom.md"
     chosen = kb.lookup("ERR_TIMEOUT", category="domain")
-    assert chosen.filter.source == "request" and all(h.chunk.category == "domain" for h in chosen.evidence)
+    assert chosen.filter.source == "request" and all(h.chunk.category == "domain" for h in chosen.hits)
 
 
 def test_query_validation(kb):

@@ -15,7 +15,7 @@ from kbseek.lookup.schema import (
     CATEGORIES, LOOKUP, SECTION, TOOLS, input_schema, mcp_tool_definition, openai_tool_schema, parse_request,
     tool_descriptions,
 )
-from kbseek.lookup.tool import LookupRequest
+from kbseek.lookup import LookupRequest
 
 runner = CliRunner()
 

@@ -5,9 +5,9 @@ Every implementation passes the shared conformance suite in ``tests/test_vector_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -81,3 +81,28 @@ class VectorStore(Protocol):
     def count(self) -> int: ...
 
     def close(self) -> None: ...
+
+
+class SessionLedger(Protocol):
+    """What a diagnosis session has been given, for dedup across its ``lookup_knowledge`` calls.
+
+    * ``begin_call`` counts one more call of the session (creating it) and returns its number, from 1; concurrent
+      calls of one session get distinct numbers.
+    * ``seen`` maps each dedup key given so far to the call that first gave it.
+    * ``remember`` records ``(key, document_id, anchor)`` as given in ``call``; a key already known keeps its
+      first call.
+    """
+
+    def begin_call(self, session_id: str) -> int: ...
+
+    def seen(self, session_id: str) -> dict[str, int]: ...
+
+    def remember(self, session_id: str, call: int, query: str,
+                 given: Iterable[tuple[str, str, str | None]]) -> None: ...
+
+
+class InvocationRecorder(Protocol):
+    """Where each ``lookup_knowledge`` call leaves its ``tool_invocation`` row (``kbseek.lookup.records``).
+    ``record`` never raises and never waits for storage: a failing store must not fail the lookup."""
+
+    def record(self, row: dict[str, Any]) -> None: ...

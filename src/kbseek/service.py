@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
@@ -24,8 +24,7 @@ from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
 from kbseek.retrieval import recall as retrieval
-from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
-from kbseek.core.relevance import Thresholds, thresholds_for
+from kbseek.core.relevance import Thresholds
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.retrieval.vectors import open_dense
@@ -40,9 +39,9 @@ from kbseek.settings import Settings
 from kbseek.observability.metrics import Telemetry
 from kbseek.observability.redact import redact
 from kbseek.home.writelocks import WriteLocks
-
-if TYPE_CHECKING:
-    from kbseek.lookup.tool import LookupRequest, LookupResponse
+from kbseek.lookup.config import LookupConfig, fusion_config
+from kbseek.lookup.tool import IndexRecall, LookupTool
+from kbseek.lookup.types import LookupRequest, LookupResponse
 
 log = logging.getLogger("kbseek")
 ProgressCallback = Callable[[FileReport, int, int], None]
@@ -85,6 +84,9 @@ class KnowledgeBase:
         self.audit = AuditStore(repository.engine)
         self.startup_repair: dict[str, int] = {}  # what KnowledgeBase.open repaired (shown by /ready)
         self._rewriter: tuple[str, QueryRewriter] | None = None
+        self.lookup_tool = LookupTool(indexes=self.indexes, config=LookupConfig.from_settings(settings),
+                                      recall=IndexRecall(self.indexes), rewriter=self.rewriter, sessions=self.sessions,
+                                      invocations=self.invocations, telemetry=self.telemetry)
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
@@ -368,9 +370,7 @@ class KnowledgeBase:
     # -- retrieval ----------------------------------------------------------------------
 
     def fusion_config(self) -> retrieval.FusionConfig:
-        s = self.settings
-        return retrieval.FusionConfig(rrf_k=s.rrf_k, lane_depth=s.lane_depth, method=s.fusion,
-                                      weights={"bm25": s.weight_bm25, "dense": s.weight_dense, "l0": s.weight_l0})
+        return fusion_config(self.settings)
 
     def search(self, query: str, *, top_k: int = 10, category: str | None = None, policy: str | None = None,
                threshold: float | None = None) -> SearchResult:
@@ -379,11 +379,9 @@ class KnowledgeBase:
                                 policy=_recall_policy(policy or self.settings.policy), threshold=threshold,
                                 config=self.fusion_config())
 
-    def lookup_knowledge(self, request: "LookupRequest | dict[str, Any]") -> "LookupResponse":
+    def lookup_knowledge(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
         """The agent tool: levelled, grouped, deduplicated evidence (``kbseek.lookup.tool``)."""
-        from kbseek.lookup.tool import LookupTool
-
-        return LookupTool(self)(request)
+        return self.lookup_tool(request)
 
     def trace(self, session_id: str) -> dict[str, Any]:
         """A session's diagnosis trace: its calls in order with their evidence, and the documents it has seen."""
@@ -410,14 +408,9 @@ class KnowledgeBase:
         }
 
     def relevance_thresholds(self) -> Thresholds:
-        dense = self.indexes.dense
-        return self.relevance_thresholds_for(dense.embedder.model_id if dense is not None else None)
-
-    def relevance_thresholds_for(self, model_id: str | None) -> Thresholds:
-        """The calibrated thresholds of an embedding model (``None``: no dense lane), with setting overrides."""
-        s = self.settings
-        overrides = {name: getattr(s, name) for name in THRESHOLD_FIELDS if getattr(s, name) is not None}
-        return thresholds_for(model_id, overrides)
+        """The calibrated thresholds of the embedding model in use (coverage only without one), with setting
+        overrides: what gates ``lookup_knowledge``'s answers."""
+        return self.lookup_tool.thresholds()
 
     def rewriter(self) -> QueryRewriter:
         """The query rewriter for the current documents' keywords (rebuilt when they change)."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kbseek.core.answer import (
-    EXCERPT_LONG, EXCERPT_SHORT, Candidate, DocumentEvidence, DocumentInfo, assemble, compact_summary, cut, excerpt,
-    join_chunks, metadata_only,
+    EXCERPT_LONG, EXCERPT_SHORT, Candidate, DocumentEvidence, assemble, compact_summary, cut, excerpt, join_chunks,
+    metadata_only,
 )
-from kbseek.core.models import Chunk
+from kbseek.core.models import Chunk, DocumentCard
 from kbseek.core.relevance import (
     HIGHLY_RELEVANT, LEVEL_ORDER as ORDER, LEXICAL_ONLY, PRECISE, REFERENCE, Thresholds, level, strongest,
     thresholds_for,
@@ -22,8 +22,8 @@ def chunk(doc: str, index: int, text: str, anchor: str = "a", start: int = 0) ->
                  "ops", f"ops/{doc}.md", text, "h", start, start + len(text), index * 10 + 1, index * 10 + 5)
 
 
-def info(doc: str, outline=()) -> DocumentInfo:
-    return DocumentInfo(doc, f"ops/{doc}.md", doc.upper(), f"about {doc}", ("k1", "k2"), "ops", tuple(outline))
+def info(doc: str, outline=()) -> DocumentCard:
+    return DocumentCard(doc, f"ops/{doc}.md", doc.upper(), f"about {doc}", ("k1", "k2"), "ops", tuple(outline))
 
 
 def cand(c: Chunk, lvl: str = HIGHLY_RELEVANT, score: float = 1.0) -> Candidate:

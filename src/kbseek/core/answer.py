@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbseek.core.models import Chunk
+from kbseek.core.models import Chunk, DocumentCard
 from kbseek.core.relevance import DEDUPED, HIGHLY_RELEVANT, LEVEL_ORDER, NO_CONFIDENT_MATCH, REFERENCE, strongest
 from kbseek.core.results import LaneScore
 
@@ -21,18 +21,6 @@ EXCERPT_SHORT, EXCERPT_LONG = 800, 500
 MIN_PIECE_CHARS = 200  # below this a truncated piece is dropped rather than cut
 FORMS = ("chunks", "compact_summary", "metadata_only")
 _HEADING = re.compile(r"^\s{0,3}(#{1,6}\s|=+\s*$|-+\s*$)")
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentInfo:
-    id: str
-    path: str
-    title: str
-    summary: str
-    keywords: tuple[str, ...]
-    category: str
-    outline: tuple[dict[str, Any], ...] = ()
-    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +42,7 @@ class Piece:
 
 @dataclass(frozen=True, slots=True)
 class DocumentEvidence:
-    document: DocumentInfo
+    document: DocumentCard
     form: str
     level: str
     pieces: tuple[Piece, ...] = ()
@@ -129,7 +117,7 @@ def excerpt(body: str) -> str:
     return cut(text, EXCERPT_LONG if len(body) > LONG_DOCUMENT_CHARS else EXCERPT_SHORT)[0]
 
 
-def compact_summary(doc: DocumentInfo, body: str) -> str:
+def compact_summary(doc: DocumentCard, body: str) -> str:
     """The compact summary: what to give when this document is all the agent gets."""
     parts = [f"文档 Document: {doc.title}"]
     if doc.summary:
@@ -141,7 +129,7 @@ def compact_summary(doc: DocumentInfo, body: str) -> str:
     return "\n".join(parts)
 
 
-def metadata_only(doc: DocumentInfo) -> str:
+def metadata_only(doc: DocumentCard) -> str:
     """The metadata-only form: the document exists and is about this; no body."""
     parts = [f"文档 Document: {doc.title}"]
     if doc.summary:
@@ -157,7 +145,7 @@ def dedup_key(chunk: Chunk, mode: str) -> str:
     return chunk.document_id if mode == "document" else f"{chunk.document_id}#{chunk.anchor}"
 
 
-def source_url(template: str | None, doc: DocumentInfo, anchor: str = "", line: int | None = None) -> str | None:
+def source_url(template: str | None, doc: DocumentCard, anchor: str = "", line: int | None = None) -> str | None:
     """``template`` with ``{path}``, ``{category}``, ``{anchor}``, ``{line}`` filled in, or ``None``."""
     if not template:
         return None
@@ -213,7 +201,7 @@ def reading_order(candidates: list[Candidate]) -> list[Candidate]:
 
 def assemble(
     candidates: list[Candidate],
-    documents: dict[str, DocumentInfo],
+    documents: dict[str, DocumentCard],
     *,
     seen: dict[str, int],
     dedup_mode: str = "section",

@@ -1,4 +1,4 @@
-"""L0: the keyword hint over frontmatter (keywords, title, summary, category), in memory.
+"""L0: the keyword hint over frontmatter (keywords, title, summary, category: a ``DocumentCard``), in memory.
 
 Matches are scored and ordered, not merely tested for a substring. Each document's best match sets
 its tier: exact keyword 6 > partial keyword 5 > exact title 4 > partial title 3 > exact summary 2 >
@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kbseek.core.analysis import Analyzer, clean_query, identifier_tokens, normalize
+from kbseek.core.models import DocumentCard
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?")
 
@@ -42,18 +43,6 @@ STRONG_TIER = 4.0
 COMMON_SHARE = 0.2
 HINT_SHARE, MIN_HINT_DF = 0.05, 50
 MAX_CANDIDATES = 200
-
-
-@dataclass(frozen=True, slots=True)
-class KeywordEntry:
-    """What L0 knows of a document: its frontmatter (or the stand-ins for title and summary)."""
-
-    document_id: str
-    path: str
-    title: str
-    summary: str
-    keywords: tuple[str, ...]
-    category: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +70,7 @@ class KeywordHint:
 
 @dataclass(slots=True)
 class _Prepared:
-    entry: KeywordEntry
+    entry: DocumentCard
     keywords: list[tuple[str, str, frozenset[str]]]  # original, normalised, parts
     title: str
     title_tokens: frozenset[str]
@@ -95,7 +84,7 @@ class KeywordIndex:
     """Thread-safe L0 index; ``analyze_query`` gives the L0 hint of one query.
 
     >>> index = KeywordIndex(Analyzer())
-    >>> index.upsert(KeywordEntry("d1", "api/pay.md", "支付网关错误码定义", "错误码含义", ("ERR_TIMEOUT",), "api"))
+    >>> index.upsert(DocumentCard("d1", "api/pay.md", "支付网关错误码定义", "错误码含义", ("ERR_TIMEOUT",), "api"))
     >>> hint = index.analyze_query("timeout")
     >>> hint.matches[0].path, hint.matches[0].exact, hint.single_domain
     ('api/pay.md', False, None)
@@ -113,7 +102,7 @@ class KeywordIndex:
     def __len__(self) -> int:
         return len(self._docs)
 
-    def load(self, entries: list[KeywordEntry]) -> None:
+    def load(self, entries: list[DocumentCard]) -> None:
         with self._lock:
             self._docs.clear()
             self._postings.clear()
@@ -121,13 +110,13 @@ class KeywordIndex:
             for entry in entries:
                 self.upsert(entry)
 
-    def upsert(self, entry: KeywordEntry) -> None:
+    def upsert(self, entry: DocumentCard) -> None:
         prepared = self._prepare(entry)
         with self._lock:
-            self.remove(entry.document_id)
-            self._docs[entry.document_id] = prepared
+            self.remove(entry.id)
+            self._docs[entry.id] = prepared
             for token in prepared.tokens:
-                self._postings.setdefault(token, set()).add(entry.document_id)
+                self._postings.setdefault(token, set()).add(entry.id)
             self._text_df.update(prepared.title_tokens | prepared.summary_tokens)
 
     def remove(self, document_id: str) -> None:
@@ -143,7 +132,7 @@ class KeywordIndex:
                         del self._postings[token]
             self._text_df.subtract(old.title_tokens | old.summary_tokens)
 
-    def _prepare(self, entry: KeywordEntry) -> _Prepared:
+    def _prepare(self, entry: DocumentCard) -> _Prepared:
         tokens = self.analyzer.tokens
         keywords = []
         for keyword in entry.keywords:
@@ -227,7 +216,7 @@ class KeywordIndex:
         bonus = min(0.99, strength / 2 + sum(h[0] for h in hits[1:]) / 20)
         matched.sort(key=lambda m: -m[0])
         return DocumentMatch(
-            doc.entry.document_id, doc.entry.path, doc.entry.title, doc.entry.category,
+            doc.entry.id, doc.entry.path, doc.entry.title, doc.entry.category,
             round(tier + bonus, 4), field_name, exact, tuple(m[1] for m in matched),
         )
 

@@ -94,6 +94,30 @@ class ParsedDocument:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentCard:
+    """A document as everything above the database knows it, without its text: what L0 matches on (title,
+    summary, keywords, category), what an answer cites (path, outline, frontmatter fields) and what the
+    in-memory indexes hold (its chunk ids, its content hash).
+
+    >>> card = DocumentCard(id="d1", path="api/pay.md", title="支付网关错误码", summary="错误码含义",
+    ...                     keywords=("ERR_TIMEOUT",), category="api")
+    >>> card.chunk_ids, card.outline
+    ((), ())
+    """
+
+    id: str
+    path: str
+    title: str
+    summary: str
+    keywords: tuple[str, ...]
+    category: str
+    outline: tuple[dict[str, Any], ...] = ()  # the sections: anchor, heading, level, line
+    fields: dict[str, Any] = field(default_factory=dict)  # the frontmatter as written
+    content_hash: str = ""
+    chunk_ids: tuple[str, ...] = ()  # in document order
+
+
+@dataclass(frozen=True, slots=True)
 class StoredDocument:
     """A document as the system of record holds it (chunks loaded only when asked)."""
 

@@ -1,4 +1,4 @@
-"""What search and lookup return. Open for the later lanes (dense, fusion) and answer shapes."""
+"""What a recall returns: ranked hits with each lane's score, the category filter used, and the L0 hint."""
 
 from __future__ import annotations
 
@@ -41,7 +41,14 @@ class CategoryFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class SearchResult:
+class RecallResult:
+    """A ranked recall: the fused hits, how they were reached, and for a lookup the L0 hint beside them.
+
+    ``search`` (``/api/search/similar``) and ``lookup`` (the recall under ``lookup_knowledge``) return this one
+    shape; a search leaves ``hint`` unset. ``candidates`` are each lane's ids and raw scores before fusion (what a
+    fixture records), ``reference_similarity`` the dense lane's ``GAP_RANK``-th best cosine (the relevance gap).
+    """
+
     query: str
     request_id: str
     policy: str
@@ -50,21 +57,12 @@ class SearchResult:
     index_version: str
     timings_ms: dict[str, float]
     notes: tuple[str, ...] = ()  # degraded paths taken: a fallback store, a missing lane
-
-
-@dataclass(frozen=True, slots=True)
-class LookupResult:
-    """``lookup_knowledge``'s answer: the L0 hint and the best evidence, with how it was reached."""
-
-    query: str
-    request_id: str
-    policy: str
-    hint: KeywordHint
-    evidence: tuple[Hit, ...]
-    filter: CategoryFilter
-    index_version: str
-    timings_ms: dict[str, float]
-    notes: tuple[str, ...] = ()
+    hint: KeywordHint | None = None
     explain: dict[str, Any] = field(default_factory=dict)
-    reference_similarity: float | None = None  # the dense lane's 10th best cosine (relevance gap)
-    candidates: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # each lane's, before fusion
+    reference_similarity: float | None = None
+    candidates: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+
+
+# The names the two recalls were published under (``kbseek.SearchResult``, ``kbseek.LookupResult``): one type.
+SearchResult = RecallResult
+LookupResult = RecallResult

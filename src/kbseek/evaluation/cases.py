@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kbseek.errors import DatasetError
-from kbseek.evaluation.runner import Dataset, Query
+from kbseek.evaluation.datasets import Dataset, Query
 
 TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section",
         "multi-part", "purpose", "near-topic")

@@ -37,7 +37,9 @@ import numpy as np
 from kbseek.core import metrics as m
 from kbseek.core.relevance import GAP_RANK
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX
-from kbseek.evaluation.runner import Dataset, JudgmentMapper, apply_query_settings, run_policy
+from kbseek.evaluation.datasets import Dataset, JudgmentMapper
+from kbseek.evaluation.replay import replay_retriever
+from kbseek.evaluation.runner import run_policy
 from kbseek.service import KnowledgeBase
 
 # How far a cosine may differ between machines: the largest difference measured between builds of the engine
@@ -130,14 +132,9 @@ def noise_band(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, 
                noise: float = EMBEDDING_NOISE, depth: int = 100, seeds: int = RANDOM_PUSHES,
                overrides: dict[str, Any] | None = None) -> NoiseBand:
     """Replay ``fixture`` (recorded from ``kb``) with every push of :func:`pushes` and collect each case's range;
-    ``overrides`` are query-time settings (fusion, weights, relevance thresholds) replayed instead of ``kb``'s."""
-    if overrides:
-        settings = kb.settings
-        apply_query_settings(kb, settings.model_copy(update=overrides))
-        try:
-            return noise_band(kb, dataset, fixture, policy=policy, noise=noise, depth=depth, seeds=seeds)
-        finally:
-            apply_query_settings(kb, settings)
+    ``overrides`` are query-time settings (fusion, weights, relevance thresholds) replayed instead of ``kb``'s (on a
+    lookup tool of their own: ``kb`` is not changed)."""
+    tool = kb.lookup_tool.with_settings(kb.settings.model_copy(update=overrides)) if overrides else kb.lookup_tool
     names = list(GATED_METRICS)
     cases = dataset.queries + dataset.unanswerable
     patterns = {}
@@ -155,8 +152,8 @@ def noise_band(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, 
     worst: dict[str, dict[str, float]] = {}
     refused: dict[str, set[bool]] = {q.id: set() for q in cases}
     for replay in replays:
-        result = run_policy(kb, dataset, policy=policy, depth=depth, names=names, name=policy, overrides={},
-                            fixture=replay)
+        result = run_policy(replay_retriever(tool, dataset, replay), dataset, policy=policy, depth=depth, names=names,
+                            name=policy, overrides={})
         for case_id, values in result.per_query.items():
             _merge(best.setdefault(case_id, {}), values, max)
             _merge(worst.setdefault(case_id, {}), values, min)

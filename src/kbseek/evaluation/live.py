@@ -12,13 +12,13 @@ from typing import Any
 
 import httpx
 
-from kbseek.errors import KbseekError, LiveEvalError
-from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, metric_names, report, run_policy
+from kbseek.errors import LiveEvalError
+from kbseek.evaluation.datasets import Dataset, Query
+from kbseek.evaluation.retrievers import answer_request, is_answer_policy
+from kbseek.evaluation.runner import metric_names, report, run_policy
 from kbseek.settings import Settings
 
 SEARCH_LIMIT = 100  # the API's top_k bound
-LOOKUP_LIMIT = 50
-
 
 
 
@@ -55,13 +55,12 @@ class HttpRetriever:
     def ready(self) -> dict[str, Any]:
         return self._call("GET", "/ready")
 
-    def __call__(self, query: str, policy: str, depth: int) -> list[RemoteChunk]:
-        if policy != "legacy" and not policy.startswith(ANSWER_PREFIX):
+    def __call__(self, query: Query, policy: str, depth: int) -> list[RemoteChunk]:
+        if not is_answer_policy(policy):
             data = self._call("GET", "/api/search/similar",
-                              params={"query": query, "top_k": min(depth, SEARCH_LIMIT), "policy": policy})
+                              params={"query": query.text, "top_k": min(depth, SEARCH_LIMIT), "policy": policy})
             return [RemoteChunk(h["path"], tuple(h["heading_path"])) for h in data["hits"]]
-        data = self._call("POST", "/api/lookup", json={"query": query, "policy": policy.removeprefix(ANSWER_PREFIX),
-                                                       "top_k": min(depth, LOOKUP_LIMIT), "budget_chars": 100_000})
+        data = self._call("POST", "/api/lookup", json=answer_request(query.text, policy, depth))
         chunks: list[RemoteChunk] = []
         for entry in data["documents"]:
             if entry["items"]:
@@ -87,7 +86,7 @@ def evaluate_live(dataset: Dataset, base_url: str, *, policies: list[str], ks: t
         if not readiness.get("ready"):
             raise LiveEvalError(f"{base_url} is not ready: {readiness}")
         names = metric_names(tuple(sorted(set(ks))))
-        runs = [run_policy(None, dataset, policy=p, depth=depth, names=names, name=p, overrides={}, retrieve=retriever)
+        runs = [run_policy(retriever, dataset, policy=p, depth=depth, names=names, name=p, overrides={})
                 for p in policies]
         result = report(dataset, runs, ks=ks, depth=depth, base=base or Settings(),
                         timings={"live": round(time.perf_counter() - started, 3)})

@@ -1,33 +1,39 @@
-"""Offline runs from fixtures: every case's lane candidates recorded once, fusion, relevance levels and answer
+"""Offline runs from fixtures: every case's lane candidates recorded once, then fusion, relevance levels and answer
 assembly re-scored from them in seconds, without embedding anything.
 
-A fixture names the index version (database change counter + analyser rules and dictionary) and the embedding
-model it came from; replaying it against a knowledge base at another version is refused (record again). Lanes
-are recorded ``RECORD_DEPTH`` deep, the depth ``lookup_knowledge`` asks for at ``top_k`` 50, and cut to the depth a
-live run would use, so a replay gives the live pipeline's output on the same candidates.
+A replay is the lookup tool itself with its recall swapped for the recording (:class:`FixtureRecall`): lanes cut
+to the depth a live recall fetches and fused by the live fusion, then the tool's own steps (levels, placement,
+assembly) under the configuration being tried. So a replay gives the live answer on the same candidates by
+construction. A fixture names the index version (database change counter + analyser rules and dictionary) and the
+embedding model it came from; replaying it against a knowledge base at another version is refused (record again).
+Lanes are recorded ``RECORD_DEPTH`` deep, the depth ``lookup_knowledge`` recalls at ``top_k`` 50.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbseek.errors import DatasetError
-from kbseek.retrieval import recall as retrieval
-from kbseek.core import metrics as m
 from kbseek.core.analysis import clean_query
-from kbseek.core.answer import assemble
 from kbseek.core.keywords import DocumentMatch, KeywordHint
-from kbseek.evaluation.runner import ANSWER_PREFIX, Dataset, JudgmentMapper, answer_chunks
+from kbseek.core.results import CategoryFilter, RecallResult
+from kbseek.errors import DatasetError
+from kbseek.evaluation.datasets import Dataset
+from kbseek.evaluation.retrievers import ANSWER_TOP_K, ToolRetriever
+from kbseek.lookup.answering import recall_depth
+from kbseek.lookup.config import LookupConfig
+from kbseek.lookup.tool import LookupTool
 from kbseek.lookup.views import hint_view
+from kbseek.observability.logs import current_request_id
 from kbseek.ports import VectorHit
+from kbseek.retrieval import recall as retrieval
+from kbseek.retrieval.indexes import Indexes
 from kbseek.service import KnowledgeBase
-from kbseek.lookup.tool import document_info, levelled
 
 FORMAT = 1
-ANSWER_TOP_K = 50
-RECORD_DEPTH = ANSWER_TOP_K * 3  # LookupTool asks retrieval for max(top_k * 3, 15)
+RECORD_DEPTH = recall_depth(ANSWER_TOP_K)  # what lookup_knowledge recalls for the largest answer
 
 
 def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
@@ -55,60 +61,76 @@ def load(path: Path) -> dict[str, Any]:
     return fixture
 
 
-def check_fresh(fixture: dict[str, Any], kb: KnowledgeBase, dataset: Dataset) -> None:
+def check_fresh(fixture: dict[str, Any], indexes: Indexes, dataset: Dataset) -> None:
     """Refuse a fixture recorded from another index or for other cases."""
-    kb.indexes.refresh()
-    if fixture["index_version"] != kb.indexes.index_version:
+    indexes.refresh()
+    if fixture["index_version"] != indexes.index_version:
         raise DatasetError(f"stale fixture: recorded at index {fixture['index_version']}, the knowledge base is at "
-                           f"{kb.indexes.index_version}", hint="record it again with 'kbseek eval record'")
+                           f"{indexes.index_version}", hint="record it again with 'kbseek eval record'")
     missing = [q.id for q in dataset.queries + dataset.unanswerable if q.id not in fixture["cases"]]
     if missing:
         raise DatasetError(f"stale fixture: {len(missing)} case(s) not recorded, e.g. {missing[0]}",
                            hint="record it again with 'kbseek eval record'")
 
 
-def _hint(view: dict[str, Any], query: str) -> KeywordHint:
-    matches = tuple(DocumentMatch(x["document_id"], x["path"], x["title"], x["category"], x["score"], x["field"],
-                                  x["exact"], tuple(x["matched_keywords"])) for x in view["matches"])
-    return KeywordHint(query, matches, tuple(view["matched_keywords"]), tuple(view["domains"]), view["single_domain"])
+def replay_retriever(tool: LookupTool, dataset: Dataset, fixture: dict[str, Any]) -> ToolRetriever:
+    """``tool`` (and its configuration) reading ``fixture``'s lanes instead of its own, recording nothing: the
+    retriever the runner scores a replay with. Refused when the fixture is stale."""
+    check_fresh(fixture, tool.indexes, dataset)
+    recall = FixtureRecall(tool.indexes, fixture)
+    return ToolRetriever(replace(tool, recall=recall, sessions=None, invocations=None, telemetry=None))
 
 
-def replay(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, policy: str, depth: int) -> m.Run:
-    """The run ``policy`` (``hybrid`` or ``answer:hybrid``) gives on the recorded candidates, with the
-    knowledge base's current fusion settings and relevance thresholds."""
-    if policy not in ("hybrid", ANSWER_PREFIX + "hybrid"):
-        raise DatasetError(f"fixtures replay 'hybrid' and 'answer:hybrid', not {policy!r}")
-    check_fresh(fixture, kb, dataset)
-    answer = policy.startswith(ANSWER_PREFIX)
-    config, thresholds = kb.fusion_config(), kb.relevance_thresholds_for(fixture["embedder"])
-    top_k = RECORD_DEPTH if answer else depth
-    lane_depth = max(top_k, config.lane_depth)
-    mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
-    infos = {d: document_info(doc) for d, doc in kb.indexes.documents.items()}
-    run: m.Run = {}
-    for query in dataset.queries + dataset.unanswerable:
-        case = fixture["cases"][query.id]
+@dataclass(frozen=True)
+class FixtureRecall:
+    """The recall of a query as recorded: its lanes, cut to the depth a live recall fetches, fused by the
+    configured fusion (``retrieval.recall.fuse``); its L0 hint and reference cosine as recorded."""
+
+    indexes: Indexes
+    fixture: dict[str, Any]
+    _by_query: dict[str, dict[str, Any]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_query", {c["query"].strip(): c for c in self.fixture["cases"].values()})
+
+    @property
+    def embedder_id(self) -> str | None:
+        """The model the recorded cosines came from: its calibrated thresholds apply."""
+        return self.fixture["embedder"]
+
+    def __call__(self, query: str, *, top_k: int, policy: str, category: str | None, only: frozenset[str] | None,
+                 config: LookupConfig) -> RecallResult:
+        if policy != "hybrid":
+            raise DatasetError(f"fixtures hold the hybrid recall: they replay 'hybrid', 'answer:hybrid' and 'legacy', "
+                               f"not the {policy!r} recall")
+        if category is not None or only is not None:
+            raise DatasetError("fixtures hold unfiltered lanes: a replay takes no category or filters")
+        if top_k > self.fixture["depth"]:
+            raise DatasetError(f"the fixture holds {self.fixture['depth']} candidates per lane; a recall of {top_k} "
+                               "needs more", hint="use a smaller --depth, or record again")
+        case = self._by_query.get(query.strip())
+        if case is None:
+            raise DatasetError(f"stale fixture: no case recorded for the query {query[:80]!r}",
+                               hint="query rewriting asks for variants no fixture holds: replay with query_rewrite=off")
+        lane_depth = max(top_k, config.fusion.lane_depth)  # as a live hybrid recall fetches
         lanes: dict[str, list[str]] = {}
         raw: dict[str, dict[str, float]] = {}
         for lane, found in case["candidates"].items():  # in the recorded (live) lane order
             found = found if lane == "l0" else found[:lane_depth]
             if lane == "dense":  # recorded as the store returned them: map summary vectors as a live lookup does
-                tokens = kb.indexes.analyzer.tokens(clean_query(query.text))
-                lanes[lane], raw[lane] = retrieval.dense_lane(kb.indexes, tokens, [VectorHit(c, s) for c, s in found])
+                tokens = self.indexes.analyzer.tokens(clean_query(query))
+                lanes[lane], raw[lane] = retrieval.dense_lane(self.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
-        hits = retrieval.fuse(kb.indexes, lanes, raw, config, top_k) if any(lanes.values()) else []
-        if answer:
-            candidates = levelled(kb.indexes, query.text, hits, _hint(case["hint"], query.text), thresholds,
-                                  case["reference_similarity"])
-            result = assemble(candidates[:ANSWER_TOP_K], infos, seen={}, budget_chars=100_000,
-                              per_document=kb.settings.answer_per_document)
-            chunks = answer_chunks(kb, result)
-        else:
-            chunks = [h.chunk for h in hits]
-        ranked: dict[str, float] = {}
-        for chunk in chunks:
-            for judged in mapper.ids(chunk):
-                ranked.setdefault(judged, 1.0 / (len(ranked) + 1))
-        run[query.id] = ranked
-    return run
+        hits = retrieval.fuse(self.indexes, lanes, raw, config.fusion, top_k) if any(lanes.values()) else []
+        return RecallResult(query=query, request_id=current_request_id(), policy=policy, hits=tuple(hits),
+                            filter=CategoryFilter(None, "none"), index_version=self.indexes.index_version,
+                            timings_ms={}, hint=_hint(case["hint"], query),
+                            reference_similarity=case["reference_similarity"],
+                            candidates={lane: [(c, s) for c, s in found] for lane, found in case["candidates"].items()})
+
+
+def _hint(view: dict[str, Any], query: str) -> KeywordHint:
+    matches = tuple(DocumentMatch(x["document_id"], x["path"], x["title"], x["category"], x["score"], x["field"],
+                                  x["exact"], tuple(x["matched_keywords"])) for x in view["matches"])
+    return KeywordHint(query, matches, tuple(view["matched_keywords"]), tuple(view["domains"]), view["single_domain"])

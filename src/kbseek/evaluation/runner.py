@@ -1,140 +1,38 @@
-"""``kbseek eval``: datasets, runs through the real lookup, metrics with confidence intervals.
+"""``kbseek eval run``: every (policy × configuration) over a dataset, scored with confidence intervals.
 
-A dataset is a folder (see ``shared/data/README.md``): ``corpus.jsonl`` (BEIR) or ``docs/`` of
-Markdown, ``queries.jsonl`` and ``qrels.tsv``. Judged ids are a corpus id, a Markdown path, or a
-path and heading path (``file.md#H1/H2``): a retrieved chunk matches the latter when its file is the
-same and its heading path starts with the judged one, segment by segment, headings normalised as
-the chunker normalises them. The ranked list scored is what the lookup returns, in its order, each
-judged id counted at its first occurrence; an unjudged chunk takes a place under its own id.
+A configuration is a set of settings overrides. Those read at query time (``lookup.config.LookupConfig``: fusion,
+weights, the domain filter, relevance thresholds, answer caps) are tried on one knowledge base through a lookup tool
+of their own (``LookupTool.with_settings``): the knowledge base and its settings are never changed. Any other
+override (chunking, BM25, the embedder) opens the dataset's knowledge base with it.
+
+The ranked list scored is what the policy returns (``evaluation.retrievers``), in its order, each judged id counted
+at its first occurrence; an unjudged chunk takes a place under its own id (``datasets.JudgmentMapper``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
-import unicodedata
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbseek.core import metrics as m
-from kbseek.core.markdown import normalize_heading
-from kbseek.core.models import Chunk
-from kbseek.errors import DatasetError, KbseekError
+from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
+from kbseek.errors import DatasetError
+from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
+from kbseek.evaluation.replay import replay_retriever
+from kbseek.evaluation.retrievers import Retriever, ToolRetriever
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 DEFAULT_K = (1, 3, 5, 10)
-CACHE_ENV = "KBSEEK_EVAL_CACHE"
-
-
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    id: str
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Dataset:
-    name: str
-    root: Path
-    corpus: Path  # corpus.jsonl or docs/
-    queries_file: Path
-    qrels_file: Path
-    queries: list[Query]
-    qrels: m.Qrels
-    unanswerable: list[Query] = field(default_factory=list)  # cases whose right answer is no confident match
-
-    @property
-    def is_markdown(self) -> bool:
-        return self.corpus.is_dir()
-
-    def files(self) -> dict[str, str]:
-        return {"corpus": str(self.corpus), "queries": str(self.queries_file), "qrels": str(self.qrels_file)}
-
-
-def load_dataset(
-    root: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
-    split: str | None = None,
-) -> Dataset:
-    """Read a dataset folder; ``corpus``/``queries``/``qrels`` name other files inside it."""
-    if not root.is_dir():
-        raise DatasetError(f"dataset folder {root} does not exist")
-    corpus_path = root / corpus if corpus else (root / "docs" if (root / "docs").is_dir() else root / "corpus.jsonl")
-    queries_path, qrels_path = root / (queries or "queries.jsonl"), root / (qrels or "qrels.tsv")
-    for path in (corpus_path, queries_path, qrels_path):
-        if not path.exists():
-            raise DatasetError(f"{path} does not exist", hint="see shared/data/README.md for the layout")
-    grades: m.Qrels = {}
-    with qrels_path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            parts = line.rstrip("\n").split("\t")
-            if number == 1 and parts[0] == "query-id" or not line.strip():
-                continue
-            if len(parts) != 3 or not parts[2].lstrip("-").isdigit():
-                raise DatasetError(f"{qrels_path}:{number}: expected 'query-id<TAB>corpus-id<TAB>score'")
-            grades.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    chosen = []
-    for number, row in enumerate(_jsonl(queries_path), 1):
-        if "_id" not in row or "text" not in row:
-            raise DatasetError(f"{queries_path}:{number}: a query needs '_id' and 'text'")
-        query = Query(str(row["_id"]), str(row["text"]), row.get("metadata") or {})
-        if split is None or query.metadata.get("split") == split:
-            chosen.append(query)
-    judged = [q for q in chosen if q.id in grades]
-    if not judged:
-        raise DatasetError(f"no query of {queries_path.name} has judgments in {qrels_path.name}")
-    return Dataset(root.name, root, corpus_path, queries_path, qrels_path, judged,
-                   {q.id: grades[q.id] for q in judged})
-
-
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
-def corpus_documents(path: Path) -> Iterator[tuple[str, bytes]]:
-    """BEIR passages as Markdown: ``<_id>.md`` holding ``# title`` and the text."""
-    for row in _jsonl(path):
-        title = " ".join(str(row.get("title") or "").split())
-        body = f"# {title}\n\n{row.get('text', '')}\n" if title else f"{row.get('text', '')}\n"
-        yield f"{row['_id']}.md", body.encode("utf-8")
-
-
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", normalize_heading(text)).casefold()
-
-
-class JudgmentMapper:
-    """Maps a retrieved chunk to the judged ids it satisfies, or to its own unjudged id."""
-
-    def __init__(self, qrels: m.Qrels, *, markdown: bool) -> None:
-        self.markdown = markdown
-        self._by_file: dict[str, list[tuple[str, str]]] = {}
-        for grades in qrels.values():
-            for judged in grades:
-                file, _, headings = judged.partition("#") if markdown else (judged, "", "")
-                folded = "/".join(_fold(h) for h in headings.split("/")) if headings else ""
-                entry = (folded, judged)
-                if entry not in self._by_file.setdefault(file, []):
-                    self._by_file[file].append(entry)
-
-    def ids(self, chunk: Chunk) -> list[str]:
-        file = chunk.source_path if self.markdown else chunk.source_path.removesuffix(".md")
-        path = "/".join(_fold(h) for h in chunk.heading_path)
-        matched = [judged for prefix, judged in self._by_file.get(file, ())
-                   if not prefix or path == prefix or path.startswith(prefix + "/")]
-        if matched:
-            return matched
-        return [f"{file}#{path}" if self.markdown else file]
+# What LookupConfig reads (plus the log level): configurations differing only in these share a knowledge base.
+QUERY_TIME_SETTINGS = frozenset({
+    "log_level", "policy", "domain_filter", "fusion", "rrf_k", "weight_bm25", "weight_dense", "weight_l0",
+    "lane_depth", "answer_budget_chars", "answer_per_document", "source_url_template", "query_rewrite",
+    "slow_lookup_ms", *THRESHOLD_FIELDS,
+})
 
 
 @dataclass(slots=True)
@@ -159,53 +57,17 @@ def metric_names(ks: tuple[int, ...]) -> list[str]:
     return names
 
 
-def cache_home(dataset: Dataset, settings: Settings, cache_root: Path) -> Path:
-    """A data home keyed by the corpus files and everything that shapes chunks."""
-    stats = []
-    paths = sorted(dataset.corpus.rglob("*")) if dataset.is_markdown else [dataset.corpus]
-    for path in paths:
-        if path.is_file():
-            info = path.stat()
-            stats.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
-    key = "\n".join([*stats, str(settings.chunk_size), str(settings.chunk_overlap), str(settings.max_file_bytes)])
-    return cache_root / f"{dataset.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-
-
-def default_cache_root() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "kbseek", "eval")
-    return Path(base)
-
-
-def open_dataset_kb(dataset: Dataset, settings: Settings) -> KnowledgeBase:
-    """Ingest the corpus into ``settings.home`` (unchanged documents are skipped)."""
-    kb = KnowledgeBase.open(settings)
-    if dataset.is_markdown:
-        report = kb.ingest([dataset.corpus], prune=True)
-    else:
-        report = kb.ingest_documents(corpus_documents(dataset.corpus), origin=str(dataset.corpus))
-    failed = [f.reason for f in report.files if f.status == "failed"]
-    if failed:
-        kb.close()
-        raise DatasetError(f"{len(failed)} corpus document(s) failed to ingest; first: {failed[0]}")
-    return kb
-
-
-def run_policy(kb: KnowledgeBase | None, dataset: Dataset, *, policy: str, depth: int, names: list[str],
-               name: str, overrides: dict[str, Any], fixture: dict[str, Any] | None = None,
-               retrieve: Callable[[str, str, int], list[Any]] | None = None) -> RunResult:
-    """Score one policy; ``retrieve(query, policy, depth)`` replaces the in-process knowledge base (e.g. a
-    server over HTTP, :mod:`kbseek.evaluation.live`) and returns objects with ``source_path`` and ``heading_path``."""
+def run_policy(source: KnowledgeBase | Retriever, dataset: Dataset, *, policy: str, depth: int, names: list[str],
+               name: str, overrides: dict[str, Any]) -> RunResult:
+    """Score one policy over the dataset's queries. ``source`` is a retriever (``evaluation.retrievers``: in
+    process, a replay, a server over HTTP) or a knowledge base, whose own lookup tool is then used."""
+    retrieve = ToolRetriever(source.lookup_tool) if isinstance(source, KnowledgeBase) else source
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
     started = time.perf_counter()
-    if fixture is not None:
-        from kbseek.evaluation.replay import replay
-
-        run = replay(kb, dataset, fixture, policy=policy, depth=depth)
-    for query in dataset.queries + dataset.unanswerable if fixture is None else ():
+    for query in dataset.queries + dataset.unanswerable:
         ranked: dict[str, float] = {}
-        found = retrieve(query.text, policy, depth) if retrieve else _ranked_chunks(kb, query.text, policy, depth)
-        for chunk in found:
+        for chunk in retrieve(query, policy, depth):
             for judged in mapper.ids(chunk):
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
@@ -245,45 +107,9 @@ def tag_means(dataset: Dataset, per_query: dict[str, dict[str, float]], names: l
             for tag, ids in sorted(groups.items())}
 
 
-ANSWER_PREFIX = "answer:"
-
-
-def _ranked_chunks(kb: KnowledgeBase, query: str, policy: str, depth: int) -> list[Chunk]:
-    """What a policy returns, best first. ``legacy`` and ``answer:<policy>`` score the answer an agent
-    receives (``lookup_knowledge``: gated, grouped, capped); a compact summary counts as its document's first
-    chunk (its excerpt is the start of the body), a metadata-only entry as nothing (it has no content)."""
-    if policy != "legacy" and not policy.startswith(ANSWER_PREFIX):
-        return [hit.chunk for hit in kb.lookup(query, top_k=depth, policy=policy).evidence]
-    response = kb.lookup_knowledge({"query": query, "policy": policy.removeprefix(ANSWER_PREFIX),
-                                    "top_k": min(depth, 50), "budget_chars": 100_000})
-    return answer_chunks(kb, response.answer)
-
-
-def answer_chunks(kb: KnowledgeBase, answer: Any) -> list[Chunk]:
-    """An answer as the ranked chunks it stands for (see ``_ranked_chunks``)."""
-    chunks = []
-    for entry in answer.documents:
-        if entry.pieces:
-            chunks += [kb.indexes.chunks[p.chunk_ids[0]] for p in entry.pieces]
-        elif entry.form == "compact_summary" and kb.indexes.documents[entry.document.id].chunk_ids:
-            chunks.append(kb.indexes.chunks[kb.indexes.documents[entry.document.id].chunk_ids[0]])
-    return chunks
-
-
-QUERY_TIME_SETTINGS = {"domain_filter", "bm25_k1", "bm25_b", "log_level", "policy", "rrf_k", "weight_bm25",
-                       "weight_dense", "weight_l0", "lane_depth", "fusion"}
-
-
 def _same_index(current: Settings, wanted: Settings) -> bool:
     """Whether ``wanted`` differs from ``current`` only in settings applied at query time."""
-    ignore = QUERY_TIME_SETTINGS
-    return current.model_dump(exclude=ignore) == wanted.model_dump(exclude=ignore)
-
-
-def apply_query_settings(kb: KnowledgeBase, settings: Settings) -> None:
-    """Make ``kb`` answer with ``settings``' query-time settings (fusion, weights, BM25, relevance thresholds)."""
-    kb.settings = settings
-    kb.indexes.set_bm25(k1=settings.bm25_k1, b=settings.bm25_b)
+    return current.model_dump(exclude=set(QUERY_TIME_SETTINGS)) == wanted.model_dump(exclude=set(QUERY_TIME_SETTINGS))
 
 
 def evaluate(
@@ -291,7 +117,8 @@ def evaluate(
     ks: tuple[int, ...] = DEFAULT_K, depth: int = 100, cache_root: Path | None = None,
     base: Settings | None = None, fixture: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every (policy × configuration) over the dataset; the JSON of ``kbseek eval run --json``."""
+    """Every (policy × configuration) over the dataset; the JSON of ``kbseek eval run --json``. With ``fixture``
+    (``evaluation.replay``) the recorded lane candidates are re-scored instead of recalled."""
     base = base or Settings()
     configs = configs or [("default", {})]
     names = metric_names(tuple(sorted(set(ks))))
@@ -309,11 +136,12 @@ def evaluate(
                 started = time.perf_counter()
                 kb = open_dataset_kb(dataset, settings)
                 timings[f"build:{config_name}"] = round(time.perf_counter() - started, 3)
-            apply_query_settings(kb, settings)
+            tool = kb.lookup_tool.with_settings(settings)
+            retrieve = ToolRetriever(tool) if fixture is None else replay_retriever(tool, dataset, fixture)
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
-                runs.append(run_policy(kb, dataset, policy=policy, depth=depth, names=names, name=name,
-                                       overrides=overrides, fixture=fixture))
+                runs.append(run_policy(retrieve, dataset, policy=policy, depth=depth, names=names, name=name,
+                                       overrides=overrides))
     finally:
         if kb is not None:
             kb.close()

@@ -2,7 +2,7 @@
 
 The MCP server, ``kbseek tool-schema`` (OpenAI function calling) and the REST API's tool listing all read
 them from here. Each schema is generated from the pydantic model that validates the tool's arguments
-(``kbseek.lookup.tool.LookupRequest`` for ``lookup_knowledge``), so what a model is told and what every interface
+(``kbseek.lookup.types.LookupRequest`` for ``lookup_knowledge``), so what a model is told and what every interface
 accepts cannot drift apart.
 
 >>> openai_tool_schema()["function"]["parameters"]["required"]
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from kbseek.errors import InvalidRequest
-from kbseek.lookup.tool import TOOL_NAME, LookupRequest
+from kbseek.lookup.types import TOOL_NAME, LookupRequest
 
 LOOKUP = TOOL_NAME
 SECTION = "get_document_section"

@@ -20,9 +20,9 @@ from typing import Any
 
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.core.analysis import Analyzer, normalize
-from kbseek.core.keywords import KeywordEntry, KeywordIndex
+from kbseek.core.keywords import KeywordIndex
 from kbseek.core.lexical import BM25Index
-from kbseek.core.models import Chunk, StoredDocument
+from kbseek.core.models import Chunk, DocumentCard, StoredDocument
 from kbseek.retrieval.vectors import DeferredDense, DenseIndex
 from kbseek.retrieval.vector_worker import DenseWorker
 from kbseek.errors import EmbeddingStopped, KbseekError
@@ -31,28 +31,12 @@ from kbseek.retrieval.rwlock import TwoCopies
 log = logging.getLogger("kbseek")
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedDocument:
-    """What search results need of a document, held in memory."""
-
-    id: str
-    path: str
-    title: str
-    summary: str
-    category: str
-    keywords: tuple[str, ...]
-    content_hash: str
-    chunk_ids: tuple[str, ...]
-    outline: tuple[dict[str, Any], ...] = ()
-    fields: dict[str, Any] = field(default_factory=dict)  # the frontmatter as written
-
-
 MAX_TERM_CHARS = 40
 DENSE_RETRY_S = 5.0  # after a failed embedding, the first wait before a retry; it doubles on each failure
 DENSE_RETRY_MAX_S = 300.0
 
 
-def dictionary_words(doc: StoredDocument | IndexedDocument) -> list[str]:
+def dictionary_words(doc: StoredDocument | DocumentCard) -> list[str]:
     """User-dictionary terms a document contributes: its keywords, and its title when the title
     is one term (no spaces, at most 20 characters, e.g. ``支付网关``); sentences are not terms."""
     terms = [k for k in doc.keywords if len(k) <= MAX_TERM_CHARS]
@@ -94,7 +78,7 @@ class _Copy:
         self.analyzer = Analyzer()
         self.keywords = KeywordIndex(self.analyzer)
         self.bm25 = BM25Index(k1=k1, b=b)
-        self.documents: dict[str, IndexedDocument] = {}
+        self.documents: dict[str, DocumentCard] = {}
         self.chunks: dict[str, Chunk] = {}
         self.version = -1
 
@@ -103,16 +87,16 @@ class _Copy:
             self._remove(doc_id)
         self.analyzer.set_words(change.words)
         for doc_id in change.reentries:
-            doc = self.documents[doc_id]
-            self.keywords.upsert(KeywordEntry(doc.id, doc.path, doc.title, doc.summary, doc.keywords, doc.category))
+            self.keywords.upsert(self.documents[doc_id])
         for chunk_id, tokens in change.retokenised.items():
             self.bm25.add(chunk_id, tokens, group=self.chunks[chunk_id].category)
         for doc in change.loaded:
-            self.documents[doc.id] = IndexedDocument(
-                doc.id, doc.path, doc.title, doc.summary, doc.category, doc.keywords,
-                doc.content_hash, tuple(c.id for c in doc.chunks), doc.outline, doc.frontmatter,
+            card = self.documents[doc.id] = DocumentCard(
+                id=doc.id, path=doc.path, title=doc.title, summary=doc.summary, keywords=doc.keywords,
+                category=doc.category, outline=doc.outline, fields=doc.frontmatter, content_hash=doc.content_hash,
+                chunk_ids=tuple(c.id for c in doc.chunks),
             )
-            self.keywords.upsert(_entry(doc))
+            self.keywords.upsert(card)
             for chunk in doc.chunks:
                 self.chunks[chunk.id] = chunk
                 self.bm25.add(chunk.id, change.tokens[chunk.id], group=doc.category)
@@ -171,7 +155,7 @@ class Indexes:
         return self._copies.current().bm25
 
     @property
-    def documents(self) -> dict[str, IndexedDocument]:
+    def documents(self) -> dict[str, DocumentCard]:
         return self._copies.current().documents
 
     @property
@@ -318,7 +302,7 @@ class Indexes:
         self.counters["from_cache"] += len(change.tokens) - analysed
         return change, fresh
 
-    def _reanalyse(self, build: _Copy, kept: list[IndexedDocument], words: set[str], change: _Change,
+    def _reanalyse(self, build: _Copy, kept: list[DocumentCard], words: set[str], change: _Change,
                    give_way: Callable[[], bool]) -> list[tuple[str, str, list[str]]]:
         """Re-tokenise what the dictionary change can affect: texts containing a changed word."""
         fresh = []
@@ -439,7 +423,3 @@ class Indexes:
         if self.dense is None:
             return "none"
         return "pending" if document_id in self._pending_ids() else "indexed"
-
-
-def _entry(doc: StoredDocument) -> KeywordEntry:
-    return KeywordEntry(doc.id, doc.path, doc.title, doc.summary, doc.keywords, doc.category)

@@ -20,7 +20,7 @@ from kbseek.core.analysis import clean_query
 from kbseek.core.fusion import l0_lane, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.relevance import GAP_RANK
-from kbseek.core.results import CategoryFilter, Hit, LaneScore, LookupResult, SearchResult
+from kbseek.core.results import CategoryFilter, Hit, LaneScore, RecallResult
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval.indexes import Indexes
@@ -203,7 +203,7 @@ def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: Cat
 
 
 def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | None = None,
-           policy: str = "hybrid", threshold: float | None = None, config: FusionConfig | None = None) -> SearchResult:
+           policy: str = "hybrid", threshold: float | None = None, config: FusionConfig | None = None) -> RecallResult:
     """Ranked chunks with their lane scores (what ``/api/search/similar`` shows)."""
     query = check_query(query, top_k, policy)
     config = config or FusionConfig()
@@ -217,13 +217,13 @@ def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | Non
             done = time.perf_counter()
             timings = {"refresh": _ms(started, refreshed), **run.timings, "total": _ms(started, done)}
             log.info("search: policy=%s query=%r hits=%d time=%.1fms", policy, query[:80], len(run.hits), timings["total"])
-            return SearchResult(query, request_id, policy, tuple(run.hits), chosen, indexes.index_version, timings,
-                                tuple(run.notes))
+            return RecallResult(query=query, request_id=request_id, policy=policy, hits=tuple(run.hits), filter=chosen,
+                                index_version=indexes.index_version, timings_ms=timings, notes=tuple(run.notes))
 
 
 def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybrid", category: str | None = None,
            use_domain_filter: bool = False, explain: bool = False, config: FusionConfig | None = None,
-           only: frozenset[str] | None = None) -> LookupResult:
+           only: frozenset[str] | None = None) -> RecallResult:
     """L0 hint, the policy's lanes, fusion; filtered to L0's single domain when configured.
 
     ``only`` (document ids, from frontmatter filters) restricts every lane."""
@@ -255,8 +255,10 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
             lane_sizes = " ".join(f"{lane}={len(found)}" for lane, found in (run.candidates or {}).items())
             log.info("L1 recall done: policy=%s lanes: %s fused=%d filter=%s relaxed=%s time=%.1fms", policy,
                      lane_sizes or "-", len(run.hits), chosen.category, chosen.relaxed, timings["total"])
-            return LookupResult(query, request_id, policy, hint, tuple(run.hits), chosen, indexes.index_version,
-                                timings, tuple(run.notes), details, run.reference_similarity, run.candidates)
+            return RecallResult(query=query, request_id=request_id, policy=policy, hits=tuple(run.hits), filter=chosen,
+                                index_version=indexes.index_version, timings_ms=timings, notes=tuple(run.notes),
+                                hint=hint, explain=details, reference_similarity=run.reference_similarity,
+                                candidates=run.candidates)
 
 
 def _ms(start: float, end: float) -> float:

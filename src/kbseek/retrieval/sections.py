@@ -9,7 +9,8 @@ from kbseek.core.answer import Candidate
 from kbseek.core.markdown import normalize_heading
 from kbseek.core.models import Chunk
 from kbseek.errors import NotFoundError
-from kbseek.retrieval.indexes import IndexedDocument, Indexes
+from kbseek.core.models import DocumentCard
+from kbseek.retrieval.indexes import Indexes
 
 LISTED = 40  # documents or sections named in a not-found hint
 
@@ -64,7 +65,7 @@ def _split_path(text: str) -> list[str]:
     return [text]
 
 
-def resolve_document(indexes: Indexes, name: str, *, by_name: bool = False) -> IndexedDocument:
+def resolve_document(indexes: Indexes, name: str, *, by_name: bool = False) -> DocumentCard:
     """A document by path or id; with ``by_name`` also by file name, file stem or title when exactly one
     document has it. ``lookup_knowledge(section=...)`` takes paths and ids only (a path it gave); an agent asking
     for a section by what it read in a text (``get_document_section``) may name the document ``by_name``, and a
@@ -100,7 +101,7 @@ def section_reference(indexes: Indexes, document: str, section: str) -> str:
     return f"{name}#{section}"
 
 
-def _names(doc: IndexedDocument) -> set[str]:
+def _names(doc: DocumentCard) -> set[str]:
     file_name = doc.path.rsplit("/", 1)[-1]
     return {file_name.casefold(), file_name.rsplit(".", 1)[0].casefold(), doc.title.casefold()}
 

@@ -26,7 +26,7 @@ def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None =
     """A golden case file or a dataset folder, as one ``Dataset``."""
     # Imported here: start-up cost (see common)
     from kbseek.evaluation.cases import load_cases
-    from kbseek.evaluation.runner import load_dataset
+    from kbseek.evaluation.datasets import load_dataset
 
     if dataset.is_file():
         return load_cases(dataset, split=split)
@@ -180,8 +180,8 @@ def eval_record(
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
     # Imported here: start-up cost (see common)
+    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
     from kbseek.evaluation.replay import record
-    from kbseek.evaluation.runner import cache_home, default_cache_root, open_dataset_kb
 
     with exit_on_error(False):
         data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
