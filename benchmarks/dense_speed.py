@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import tempfile
 import time
@@ -60,22 +59,41 @@ def throughput() -> list[str]:
 def records(n: int, dim: int, seed: int = 0) -> list[VectorRecord]:
     rng = np.random.default_rng(seed)
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
-    return [VectorRecord(f"c{i}", vectors[i], f"d{i // 5}", f"cat{i % 8}", f"cat{i % 8}/d{i // 5}.md", "x.md",
-                         i % 5, 5, "title", "title > section") for i in range(n)]
+    return [
+        VectorRecord(
+            f"c{i}",
+            vectors[i],
+            f"d{i // 5}",
+            f"cat{i % 8}",
+            f"cat{i % 8}/d{i // 5}.md",
+            "x.md",
+            i % 5,
+            5,
+            "title",
+            "title > section",
+        )
+        for i in range(n)
+    ]
 
 
 def vector_search(sizes: list[int], milvus_sizes: list[int]) -> list[str]:
     dim = 384
     rng = np.random.default_rng(1)
     queries = rng.standard_normal((200, dim)).astype(np.float32)
-    lines = ["| chunks | store | load s | search p50 ms | p95 ms | filtered p50 ms | RSS growth MiB |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| chunks | store | load s | search p50 ms | p95 ms | filtered p50 ms | RSS growth MiB |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for n in sizes:
         data = records(n, dim)
         stores = [("local (numpy, in-process)", lambda: LocalVectorStore(dim=dim))]
         if n in milvus_sizes:
-            stores.append(("Milvus Lite 3.2.2", lambda: MilvusVectorStore(
-                uri=str(Path(tempfile.mkdtemp()) / "m.db"), dim=dim, model_id="bench")))
+            stores.append(
+                (
+                    "Milvus Lite 3.2.2",
+                    lambda: MilvusVectorStore(uri=str(Path(tempfile.mkdtemp()) / "m.db"), dim=dim, model_id="bench"),
+                )
+            )
         for name, make in stores:
             before = rss_mb()
             started = time.perf_counter()
@@ -92,8 +110,10 @@ def vector_search(sizes: list[int], milvus_sizes: list[int]) -> list[str]:
                 t = time.perf_counter()
                 store.search(q, top_k=50, categories=["cat3"])
                 filtered.append((time.perf_counter() - t) * 1000)
-            lines.append(f"| {n:,} | {name} | {load:.1f} | {pct(plain, 50):.2f} | {pct(plain, 95):.2f} "
-                         f"| {pct(filtered, 50):.2f} | {grown:.0f} |")
+            lines.append(
+                f"| {n:,} | {name} | {load:.1f} | {pct(plain, 50):.2f} | {pct(plain, 95):.2f} "
+                f"| {pct(filtered, 50):.2f} | {grown:.0f} |"
+            )
             store.close()
     return lines
 
@@ -134,14 +154,29 @@ def main() -> None:
     if not args.skip_synthetic:
         out += ["### Embedding throughput (1 process, 2 cores)", "", *throughput(), ""]
         milvus = [1_000, 10_000] + ([100_000] if args.milvus_100k else [])
-        out += ["### Vector search, 384-d synthetic vectors, top 50", "", *vector_search([1_000, 10_000, 100_000], milvus), ""]
+        out += [
+            "### Vector search, 384-d synthetic vectors, top 50",
+            "",
+            *vector_search([1_000, 10_000, 100_000], milvus),
+            "",
+        ]
     if args.home:
-        out += ["### End-to-end lookup (query embedding included)", "",
-                "| chunks | policy | queries | p50 ms | p95 ms | stages p50 ms |", "|---:|---|---:|---:|---:|---|"]
+        out += [
+            "### End-to-end lookup (query embedding included)",
+            "",
+            "| chunks | policy | queries | p50 ms | p95 ms | stages p50 ms |",
+            "|---:|---|---:|---:|---:|---|",
+        ]
         for home, queries in zip(args.home, args.queries):
             out += end_to_end(home, queries, "hybrid")
-        out += ["", "### Vectors for unchanged chunks (embedding cache hits)", "",
-                "| chunks | chunks/s |", "|---:|---:|", *CACHE_RATES]
+        out += [
+            "",
+            "### Vectors for unchanged chunks (embedding cache hits)",
+            "",
+            "| chunks | chunks/s |",
+            "|---:|---:|",
+            *CACHE_RATES,
+        ]
     print("\n".join(out))
 
 

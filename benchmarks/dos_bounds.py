@@ -32,12 +32,16 @@ from kbseek.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "knowledge_base"
 SHORT = "ERR_TIMEOUT 支付超时"
-LOG_LINE = ("2024-05-{day:02d}T10:{minute:02d}:13Z ERROR payment-gateway-7d9f8b6c5-x2k4p upstream 10.0.3.{host} "
-            "ERR_TIMEOUT 支付网关调用下游超时 trace={trace:08x} retry={retry} 连接池耗尽 pool=hikari active=50\n")
+LOG_LINE = (
+    "2024-05-{day:02d}T10:{minute:02d}:13Z ERROR payment-gateway-7d9f8b6c5-x2k4p upstream 10.0.3.{host} "
+    "ERR_TIMEOUT 支付网关调用下游超时 trace={trace:08x} retry={retry} 连接池耗尽 pool=hikari active=50\n"
+)
 
 
-SECTION = ("检查 node-{i} 的磁盘使用率，清理 /var/log 下超过七天的日志，确认 kubelet 与 containerd 的镜像缓存没有"
-           "占满分区；如果 inode 耗尽，用 find 找出小文件最多的目录。HighDiskUsage 告警在使用率超过 85% 时触发。") * 2
+SECTION = (
+    "检查 node-{i} 的磁盘使用率，清理 /var/log 下超过七天的日志，确认 kubelet 与 containerd 的镜像缓存没有"
+    "占满分区；如果 inode 耗尽，用 find 找出小文件最多的目录。HighDiskUsage 告警在使用率超过 85% 时触发。"
+) * 2
 
 
 def long_query(seed: int, chars: int = 4000) -> str:
@@ -90,10 +94,12 @@ def long_queries(work: Path, rounds: int = 5, attackers: int = 8) -> list[str]:
             t.join()
     finally:
         kb.close()
-    return [f"| short lookup alone (median of {rounds}) | {statistics.median(alone):.3f} s |",
-            f"| short lookup under {attackers} concurrent 4,000-char lookups: median | {statistics.median(loaded):.2f} s |",
-            f"| ... max | {max(loaded):.2f} s |",
-            f"| long lookups served meanwhile | {sum(served)} |"]
+    return [
+        f"| short lookup alone (median of {rounds}) | {statistics.median(alone):.3f} s |",
+        f"| short lookup under {attackers} concurrent 4,000-char lookups: median | {statistics.median(loaded):.2f} s |",
+        f"| ... max | {max(loaded):.2f} s |",
+        f"| long lookups served meanwhile | {sum(served)} |",
+    ]
 
 
 def big_refresh(work: Path) -> list[str]:
@@ -125,9 +131,11 @@ def _big_refresh(work: Path, headings: int) -> list[str]:
         writer.join()
     finally:
         kb.close()
-    return [f"| upload of {len(data):,} bytes with {headings:,} headings | {outcome.get('status')} "
-            f"({outcome.get('chunks')} chunks) in {outcome.get('seconds', 0):.1f} s |",
-            f"| ... lexical lookups meanwhile / the slowest | {count} / {worst:.2f} s |"]
+    return [
+        f"| upload of {len(data):,} bytes with {headings:,} headings | {outcome.get('status')} "
+        f"({outcome.get('chunks')} chunks) in {outcome.get('seconds', 0):.1f} s |",
+        f"| ... lexical lookups meanwhile / the slowest | {count} / {worst:.2f} s |",
+    ]
 
 
 def records(work: Path, calls: int = 50) -> list[str]:
@@ -138,11 +146,15 @@ def records(work: Path, calls: int = 50) -> list[str]:
         kb.invocations.flush()
         with kb.repository.engine.connect() as connection:
             rows = connection.execute(text("SELECT * FROM tool_invocations")).mappings().all()
-        sizes = [sum(len(json.dumps(v, default=str, ensure_ascii=False).encode()) for v in row.values()) for row in rows]
+        sizes = [
+            sum(len(json.dumps(v, default=str, ensure_ascii=False).encode()) for v in row.values()) for row in rows
+        ]
     finally:
         kb.close()
-    return [f"| one lookup's invocation row (mean of {len(sizes)}, JSON bytes of its columns) | "
-            f"{statistics.mean(sizes) / 1024:.1f} KB |"]
+    return [
+        f"| one lookup's invocation row (mean of {len(sizes)}, JSON bytes of its columns) | "
+        f"{statistics.mean(sizes) / 1024:.1f} KB |"
+    ]
 
 
 def shutdown(work: Path, documents: int = 30) -> list[str]:
@@ -150,9 +162,14 @@ def shutdown(work: Path, documents: int = 30) -> list[str]:
     closed = 0.0
     try:
         for n in range(documents):
-            body = "".join(f"## 节 {i}\n\n{'节点 node-%d 的磁盘检查与日志清理步骤。' % (n * 100 + i) * 12}\n\n" for i in range(20))
-            kb.upload(f"---\ntitle: 文档 {n}\nkeywords: [k{n}]\nsummary: s\n---\n# 文档 {n}\n\n{body}".encode(),
-                      f"d{n}.md", category="ops")
+            body = "".join(
+                f"## 节 {i}\n\n{'节点 node-%d 的磁盘检查与日志清理步骤。' % (n * 100 + i) * 12}\n\n" for i in range(20)
+            )
+            kb.upload(
+                f"---\ntitle: 文档 {n}\nkeywords: [k{n}]\nsummary: s\n---\n# 文档 {n}\n\n{body}".encode(),
+                f"d{n}.md",
+                category="ops",
+            )
         pending = kb.indexes.dense_pending
     finally:
         started = time.perf_counter()

@@ -57,8 +57,12 @@ def inputs(work: Path) -> Path:
     passages = [embedding_input(c, settings.embedding_input) for c in chunks]
     passages += [summary_input(d) for d in sorted(stored, key=lambda d: d.id) if has_summary_vector(d)]
     path = work / "inputs.json"
-    path.write_text(json.dumps({"queries": [q.text for q in cases.queries + cases.unanswerable],
-                                "passages": passages}, ensure_ascii=False), "utf-8")
+    path.write_text(
+        json.dumps(
+            {"queries": [q.text for q in cases.queries + cases.unanswerable], "passages": passages}, ensure_ascii=False
+        ),
+        "utf-8",
+    )
     return path
 
 
@@ -84,19 +88,24 @@ def embed_here(source: Path, out: Path, one_by_one: bool, engine: str | None) ->
         queries = np.vstack([model.query(t) for t in data["queries"]])
         passages = np.vstack([model.passage(t) for t in data["passages"]])
     else:
-        queries = np.vstack([model.query(data["queries"][i:i + 16]) for i in range(0, len(data["queries"]), 16)])
-        passages = np.vstack([model.passage(data["passages"][i:i + 16]) for i in range(0, len(data["passages"]), 16)])
+        queries = np.vstack([model.query(data["queries"][i : i + 16]) for i in range(0, len(data["queries"]), 16)])
+        passages = np.vstack([model.passage(data["passages"][i : i + 16]) for i in range(0, len(data["passages"]), 16)])
     np.save(out, np.vstack([queries, passages]))
 
 
 def compare(name: str, a: np.ndarray, b: np.ndarray, queries: int) -> None:
     cos_a, cos_b = a[:queries] @ a[queries:].T, b[:queries] @ b[queries:].T
     diff = np.abs(cos_a.astype(np.float64) - cos_b)
-    reordered = sum(not np.array_equal(np.argsort(-x, kind="stable")[:50], np.argsort(-y, kind="stable")[:50])
-                    for x, y in zip(cos_a, cos_b))
+    reordered = sum(
+        not np.array_equal(np.argsort(-x, kind="stable")[:50], np.argsort(-y, kind="stable")[:50])
+        for x, y in zip(cos_a, cos_b)
+    )
     gaps = np.concatenate([-np.diff(np.sort(row)[::-1][:50]) for row in cos_a])
-    print(f"| {name} | {int(np.all(a == b, axis=1).sum())}/{len(a)} | {diff.max():.2e} | {np.median(diff):.1e} | "
-          f"{reordered}/{queries} | {np.median(gaps):.1e} |", flush=True)
+    print(
+        f"| {name} | {int(np.all(a == b, axis=1).sum())}/{len(a)} | {diff.max():.2e} | {np.median(diff):.1e} | "
+        f"{reordered}/{queries} | {np.median(gaps):.1e} |",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -114,12 +123,18 @@ def main() -> None:
         source = inputs(work)
         queries = len(json.loads(source.read_text("utf-8"))["queries"])
         reference = embed(source, work / "reference.npy", threads=None, one_by_one=False, engine=None)
-        print(f"{queries} queries, {len(reference) - queries} passages; against the installed engine, default threads, "
-              f"batched:\n\n| configuration | vectors equal | max cosine diff | median | top-50 order changed | "
-              f"median neighbour gap |\n|---|---:|---:|---:|---:|---:|")
+        print(
+            f"{queries} queries, {len(reference) - queries} passages; against the installed engine, default threads, "
+            f"batched:\n\n| configuration | vectors equal | max cosine diff | median | top-50 order changed | "
+            f"median neighbour gap |\n|---|---:|---:|---:|---:|---:|"
+        )
         for name, threads, one_by_one in (("1 thread, one by one", "1", True), ("2 threads, batched", "2", False)):
-            compare(name, reference, embed(source, work / f"{threads}.npy", threads=threads, one_by_one=one_by_one,
-                                           engine=None), queries)
+            compare(
+                name,
+                reference,
+                embed(source, work / f"{threads}.npy", threads=threads, one_by_one=one_by_one, engine=None),
+                queries,
+            )
         if not args.builds:
             return
         if shutil.which("gcc") is None:
@@ -132,12 +147,31 @@ def main() -> None:
         for i, (name, flags) in enumerate(BUILDS.items()):
             engine = work / f"e5_{i}.so"
             flags = [f.format(shim=work / "shim.h") for f in flags]
-            subprocess.run(["gcc", "-O3", "-fPIC", "-shared", "-fopenmp", *flags, "-I", str(c_source.parent),
-                            "-o", str(engine), str(c_source), "-lm"], check=True)
+            subprocess.run(
+                [
+                    "gcc",
+                    "-O3",
+                    "-fPIC",
+                    "-shared",
+                    "-fopenmp",
+                    *flags,
+                    "-I",
+                    str(c_source.parent),
+                    "-o",
+                    str(engine),
+                    str(c_source),
+                    "-lm",
+                ],
+                check=True,
+            )
             built[name] = embed(source, work / f"build{i}.npy", threads=None, one_by_one=False, engine=str(engine))
             compare(f"built: {name}", reference, built[name], queries)
-        compare("AVX2 fast-math: its own libm vs other libm", built["AVX2 fast-math"],
-                built["AVX2 fast-math, other libm"], queries)
+        compare(
+            "AVX2 fast-math: its own libm vs other libm",
+            built["AVX2 fast-math"],
+            built["AVX2 fast-math, other libm"],
+            queries,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

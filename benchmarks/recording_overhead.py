@@ -27,13 +27,21 @@ sys.path.insert(0, str(ROOT / "src"))
 from sqlalchemy import create_engine, insert, text  # noqa: E402
 
 from kbseek.adapters.sql.tables import ToolInvocationRow  # noqa: E402
+from kbseek.lookup import LookupRequest  # noqa: E402
 from kbseek.lookup.records import success_row  # noqa: E402
 from kbseek.service import KnowledgeBase  # noqa: E402
 from kbseek.settings import Settings  # noqa: E402
-from kbseek.lookup import LookupRequest  # noqa: E402
 
-QUERIES = ["ERR_TIMEOUT 支付超时", "jmap 内存泄漏", "HighCPUUsage 告警怎么处理", "HTTP 502 Bad Gateway", "磁盘满了",
-           "数据库连接池耗尽", "订单服务 ERR_ORDER_DUPLICATE", "nginx upstream timed out"]
+QUERIES = [
+    "ERR_TIMEOUT 支付超时",
+    "jmap 内存泄漏",
+    "HighCPUUsage 告警怎么处理",
+    "HTTP 502 Bad Gateway",
+    "磁盘满了",
+    "数据库连接池耗尽",
+    "订单服务 ERR_ORDER_DUPLICATE",
+    "nginx upstream timed out",
+]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -78,8 +86,9 @@ def per_call(settings: Settings, label: str, rounds: int) -> list[str]:
         rows.append(line(f"{label}: queue the row (the lookup's cost)", write))
         rows.append(line(f"{label}: commit it (writer thread, one row alone)", commit))
         rows.append(line(f"{label}: count it in the metrics", observe))
-        rows.append(line(f"{label}: record = build + write + count",
-                         [a + b + c for a, b, c in zip(build, write, observe)]))
+        rows.append(
+            line(f"{label}: record = build + write + count", [a + b + c for a, b, c in zip(build, write, observe)])
+        )
         rows.append(line(f"{label}: whole call with recording", whole))
     return rows
 
@@ -88,15 +97,22 @@ def listing(settings: Settings, label: str, count: int) -> list[str]:
     with KnowledgeBase.open(settings) as kb:
         kb.ingest([ROOT / "examples" / "knowledge_base"])
         row = success_row(kb.lookup_knowledge({"query": "jmap 内存泄漏"}), 5.0)
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         levels = ["PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "NO_CONFIDENT_MATCH"]
         batch = []
         started = time.perf_counter()
         with kb.repository.engine.begin() as conn:
             for n in range(count):
-                batch.append(row | {"session_id": f"s{n // 10}", "call": n % 10 + 1, "request_id": uuid.uuid4().hex[:8],
-                                    "relevance_level": levels[n % 4],
-                                    "created_at": now - dt.timedelta(seconds=(count - n) * 30)})
+                batch.append(
+                    row
+                    | {
+                        "session_id": f"s{n // 10}",
+                        "call": n % 10 + 1,
+                        "request_id": uuid.uuid4().hex[:8],
+                        "relevance_level": levels[n % 4],
+                        "created_at": now - dt.timedelta(seconds=(count - n) * 30),
+                    }
+                )
                 if len(batch) == 5000:
                     conn.execute(insert(ToolInvocationRow), batch)
                     batch = []
@@ -104,10 +120,12 @@ def listing(settings: Settings, label: str, count: int) -> list[str]:
                 conn.execute(insert(ToolInvocationRow), batch)
         fill = time.perf_counter() - started
         store, out = kb.invocations, [f"| {label}: insert {count:,} rows | {fill * 1000 / count:.3f} per row | |"]
-        for name, kwargs in (("list --session", {"session_id": f"s{count // 20}"}),
-                             ("list --since 1h", {"since": now - dt.timedelta(hours=1)}),
-                             ("list --level NO_CONFIDENT_MATCH (newest 50)", {"level": "NO_CONFIDENT_MATCH", "limit": 50}),
-                             ("list (newest 50)", {"limit": 50})):
+        for name, kwargs in (
+            ("list --session", {"session_id": f"s{count // 20}"}),
+            ("list --since 1h", {"since": now - dt.timedelta(hours=1)}),
+            ("list --level NO_CONFIDENT_MATCH (newest 50)", {"level": "NO_CONFIDENT_MATCH", "limit": 50}),
+            ("list (newest 50)", {"limit": 50}),
+        ):
             times = []
             for _ in range(20):
                 t0 = time.perf_counter()
@@ -129,6 +147,7 @@ def main() -> None:
     print("| step | p50 ms | p95 ms |\n|---|---:|---:|")
     targets = [("SQLite", lambda home: Settings(home=home))]
     if args.postgres:
+
         def pg(home: str) -> Settings:
             name = f"kbseek_bench_{uuid.uuid4().hex[:8]}"
             admin = create_engine(args.postgres, isolation_level="AUTOCOMMIT")
@@ -136,6 +155,7 @@ def main() -> None:
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
             admin.dispose()
             return Settings(home=home, database_url=args.postgres.rsplit("/", 1)[0] + f"/{name}")
+
         targets.append(("PostgreSQL", pg))
     for label, make in targets:
         for row in per_call(make(tempfile.mkdtemp()), label, args.rounds):

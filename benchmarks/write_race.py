@@ -37,26 +37,35 @@ import httpx
 from sqlalchemy import create_engine, func, select, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_load import free_port, wait_ready  # noqa: E402
+from http_load import free_port, wait_ready
 
-from kbseek.adapters.filestore import FileStore  # noqa: E402
-from kbseek.adapters.sql.engine import make_engine  # noqa: E402
-from kbseek.adapters.sql.repository import SqlRepository  # noqa: E402
-from kbseek.adapters.sql.tables import ChunkRow, DocumentRow  # noqa: E402
-from kbseek.core.ids import sha256_hex  # noqa: E402
+from kbseek.adapters.filestore import FileStore
+from kbseek.adapters.sql.engine import make_engine
+from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.adapters.sql.tables import ChunkRow, DocumentRow
+from kbseek.core.ids import sha256_hex
 
 KBSEEK = str(Path(sys.executable).with_name("kbseek"))
 PATHS = ("race/one.md", "race/two.md")
-ALLOWED = {"POST": {200, 201, 409}, "PUT": {200, 404, 409}, "DELETE": {200, 404, 409}, "GET": {200, 404},
-           "REINDEX": {200, 409}}
+ALLOWED = {
+    "POST": {200, 201, 409},
+    "PUT": {200, 404, 409},
+    "DELETE": {200, 404, 409},
+    "GET": {200, 404},
+    "REINDEX": {200, 409},
+}
 LEAKS = ("INSERT ", "SELECT ", "UPDATE ", "DELETE FROM", "sqlite3.", "psycopg.", "[SQL", "Traceback")
 
 
 def body(client: int, n: int) -> bytes:
-    sections = "\n\n".join(f"## 步骤 {i}\n\n客户端 {client} 第 {n} 次写入，检查 RACE_{client}_{n}_{i}。"
-                           for i in range(1 + (client + n) % 3))
-    return (f"---\ntitle: 竞争写入 {client}-{n}\nkeywords: [RACE_{client}_{n}]\nsummary: race {client} {n}\n---\n"
-            f"# 竞争写入\n\n{sections}\n").encode()
+    sections = "\n\n".join(
+        f"## 步骤 {i}\n\n客户端 {client} 第 {n} 次写入，检查 RACE_{client}_{n}_{i}。"
+        for i in range(1 + (client + n) % 3)
+    )
+    return (
+        f"---\ntitle: 竞争写入 {client}-{n}\nkeywords: [RACE_{client}_{n}]\nsummary: race {client} {n}\n---\n"
+        f"# 竞争写入\n\n{sections}\n"
+    ).encode()
 
 
 class Tally:
@@ -79,8 +88,9 @@ class Tally:
                 self.bad.append(f"{op} -> {status} shows internals: {answer[:300]}")
 
 
-def client(c: int, base: str, tally: Tally, barrier: threading.Barrier, requests: int | None,
-           until: list[float]) -> None:
+def client(
+    c: int, base: str, tally: Tally, barrier: threading.Barrier, requests: int | None, until: list[float]
+) -> None:
     rng = random.Random(c)
     with httpx.Client(base_url=base, timeout=120) as http:
         barrier.wait()
@@ -90,8 +100,9 @@ def client(c: int, base: str, tally: Tally, barrier: threading.Barrier, requests
             op = "POST" if roll < 0.35 else "PUT" if roll < 0.6 else "DELETE" if roll < 0.8 else "GET"
             try:
                 if op == "POST":
-                    r = http.post("/api/documents", files=[("files", (path.split("/")[1], body(c, n)))],
-                                  data={"category": "race"})
+                    r = http.post(
+                        "/api/documents", files=[("files", (path.split("/")[1], body(c, n)))], data={"category": "race"}
+                    )
                 elif op == "PUT":
                     r = http.put(f"/api/documents/{path}", files={"file": ("x.md", body(c, n))})
                 elif op == "DELETE":
@@ -126,8 +137,9 @@ def drift(database_url: str, knowledge_base: Path | None) -> list[str]:
             problems += file_drift(SqlRepository(engine), FileStore(knowledge_base))
         with engine.connect() as conn:
             counts = dict(conn.execute(select(ChunkRow.document_id, func.count()).group_by(ChunkRow.document_id)).all())
-            for doc_id, path, chunk_count in conn.execute(select(DocumentRow.id, DocumentRow.path,
-                                                                 DocumentRow.chunk_count)):
+            for doc_id, path, chunk_count in conn.execute(
+                select(DocumentRow.id, DocumentRow.path, DocumentRow.chunk_count)
+            ):
                 if counts.get(doc_id, 0) != chunk_count:
                     problems.append(f"{path}: {counts.get(doc_id, 0)} chunk rows, {chunk_count} expected")
         return problems
@@ -136,17 +148,17 @@ def drift(database_url: str, knowledge_base: Path | None) -> list[str]:
 
 
 def file_drift(repository: SqlRepository, files: FileStore) -> list[str]:
-        known = repository.hashes()
-        problems = []
-        for path, (digest, _) in known.items():
-            data = files.read(path)
-            if data is None:
-                problems.append(f"{path}: a row with no original")
-            elif sha256_hex(data) != digest:
-                problems.append(f"{path}: the original is not the stored content")
-        problems += [f"{path}: an original with no row" for path in files.paths() if path not in known]
-        problems += [f"{t.name}: a temp file left behind" for t in files.temp_files()]
-        return problems
+    known = repository.hashes()
+    problems = []
+    for path, (digest, _) in known.items():
+        data = files.read(path)
+        if data is None:
+            problems.append(f"{path}: a row with no original")
+        elif sha256_hex(data) != digest:
+            problems.append(f"{path}: the original is not the stored content")
+    problems += [f"{path}: an original with no row" for path in files.paths() if path not in known]
+    problems += [f"{t.name}: a temp file left behind" for t in files.temp_files()]
+    return problems
 
 
 def main() -> int:
@@ -179,26 +191,36 @@ def main() -> int:
             port, log_path = free_port(), home.parent / f"serve-{i}.log"
             own_home = home if i == 0 else home.with_name(f"home-{i}")
             with log_path.open("w") as log:
-                process = subprocess.Popen([KBSEEK, "serve", "--port", str(port)],
-                                           env=env | {"KBSEEK_HOME": str(own_home)}, stdout=log,
-                                           stderr=subprocess.STDOUT)
+                process = subprocess.Popen(
+                    [KBSEEK, "serve", "--port", str(port)],
+                    env=env | {"KBSEEK_HOME": str(own_home)},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
             servers.append((process, f"http://127.0.0.1:{port}"))
             wait_ready(servers[-1][1], process, log_path)
         until = [0.0]  # set by the barrier's last arrival: the duration counts from the common start
-        barrier = threading.Barrier(args.clients + (not args.no_reindex),
-                                    action=lambda: until.__setitem__(0, time.monotonic() + args.seconds))
+        barrier = threading.Barrier(
+            args.clients + (not args.no_reindex), action=lambda: until.__setitem__(0, time.monotonic() + args.seconds)
+        )
         done = threading.Event()
-        threads = [threading.Thread(target=client, args=(c, servers[c % len(servers)][1], tally, barrier,
-                                                         args.requests, until)) for c in range(args.clients)]
+        threads = [
+            threading.Thread(
+                target=client, args=(c, servers[c % len(servers)][1], tally, barrier, args.requests, until)
+            )
+            for c in range(args.clients)
+        ]
         if not args.no_reindex:
-            threads.append(threading.Thread(target=reindexer, args=(servers[-1][1], tally, barrier, done, len(servers) == 1)))
+            threads.append(
+                threading.Thread(target=reindexer, args=(servers[-1][1], tally, barrier, done, len(servers) == 1))
+            )
         started = time.monotonic()
         for t in threads:
             t.start()
-        for t in threads[:args.clients]:
+        for t in threads[: args.clients]:
             t.join()
         done.set()
-        for t in threads[args.clients:]:
+        for t in threads[args.clients :]:
             t.join()
         window = time.monotonic() - started
     finally:
@@ -211,9 +233,11 @@ def main() -> int:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{database_url.rsplit("/", 1)[1]}" WITH (FORCE)'))
         admin.dispose()
     total = sum(tally.statuses.values())
-    print(f"{args.clients} clients on {args.processes} process(es), "
-          f"{'PostgreSQL' if args.postgres else 'SQLite'}, {window:.1f} s, {total} requests "
-          f"({total / window:.0f}/s); nproc {os.cpu_count()}")
+    print(
+        f"{args.clients} clients on {args.processes} process(es), "
+        f"{'PostgreSQL' if args.postgres else 'SQLite'}, {window:.1f} s, {total} requests "
+        f"({total / window:.0f}/s); nproc {os.cpu_count()}"
+    )
     print("statuses: " + ", ".join(f"{op} {status}: {n}" for (op, status), n in sorted(tally.statuses.items())))
     print(f"bad answers: {len(tally.bad)}" + "".join(f"\n  {b}" for b in tally.bad[:5]))
     print(f"drift at rest: {len(problems)}" + "".join(f"\n  {p}" for p in problems[:5]))

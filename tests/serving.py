@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 
 
-
 def console_script(name: str = "kbseek") -> str:
     """The console script ``name`` of the interpreter running the tests, wherever its environment lives (never a
     path inside the checkout such as ``.venv/bin``): the suite must start the kbseek it imports, from any venv and
@@ -22,8 +21,9 @@ def console_script(name: str = "kbseek") -> str:
     for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
         if (Path(folder) / name).is_file():
             return str(Path(folder) / name)
-    raise FileNotFoundError(f"no {name!r} script next to {sys.executable}: install the project into this "
-                            f"environment (pip install -e .)")
+    raise FileNotFoundError(
+        f"no {name!r} script next to {sys.executable}: install the project into this environment (pip install -e .)"
+    )
 
 
 KBSEEK = console_script()
@@ -39,8 +39,9 @@ def start_server(env: dict[str, str], log_path: Path, *, timeout: float = 90) ->
     """Start ``kbseek serve`` and wait until ``/ready`` says 200; the log (appended) explains a failure."""
     port = free_port()
     with log_path.open("ab") as log:  # the child keeps its own descriptor
-        process = subprocess.Popen([KBSEEK, "-v", "serve", "--port", str(port)], env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [KBSEEK, "-v", "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:
@@ -51,7 +52,9 @@ def start_server(env: dict[str, str], log_path: Path, *, timeout: float = 90) ->
             pass
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            raise AssertionError("kbseek serve did not become ready:\n" + log_path.read_text("utf-8", "replace")[-3000:])
+            raise AssertionError(
+                "kbseek serve did not become ready:\n" + log_path.read_text("utf-8", "replace")[-3000:]
+            )
         time.sleep(0.05)
 
 

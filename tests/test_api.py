@@ -8,14 +8,19 @@ from collections.abc import Iterator
 
 import jsonschema
 import pytest
+from conftest import EXAMPLES, ROOT, doc
 from fastapi.testclient import TestClient
 
-from conftest import EXAMPLES, ROOT, doc
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 
-PAY = doc("支付超时", "ERR_TIMEOUT, 支付超时", "支付网关超时的排查",
-          "## 现象\n\n调用支付网关返回 ERR_TIMEOUT 和 PAYGW_E4081。\n\n## 排查\n\n1. 检查网关日志\n2. 检查 keepalive_timeout", category="api")
+PAY = doc(
+    "支付超时",
+    "ERR_TIMEOUT, 支付超时",
+    "支付网关超时的排查",
+    "## 现象\n\n调用支付网关返回 ERR_TIMEOUT 和 PAYGW_E4081。\n\n## 排查\n\n1. 检查网关日志\n2. 检查 keepalive_timeout",
+    category="api",
+)
 
 
 def schema(name: str) -> dict:
@@ -63,22 +68,29 @@ def test_upload_is_searchable_on_return_then_replace_and_delete(client):
     assert found["hits"][0]["path"] == "api/pay-timeout.md"
     shown = client.get("/api/documents/api/pay-timeout.md").json()
     assert shown["title"] == "支付超时" and any(c["breadcrumb"].endswith("现象") for c in shown["chunks"])
-    replaced = client.put("/api/documents/api/pay-timeout.md",
-                          files={"file": ("x.md", PAY.replace("keepalive_timeout", "proxy_read_timeout").encode())})
+    replaced = client.put(
+        "/api/documents/api/pay-timeout.md",
+        files={"file": ("x.md", PAY.replace("keepalive_timeout", "proxy_read_timeout").encode())},
+    )
     assert replaced.status_code == 200 and replaced.json()["status"] == "updated"
     hits = client.get("/api/search/similar", params={"query": "proxy_read_timeout"}).json()["hits"]
     assert hits and hits[0]["path"] == "api/pay-timeout.md"
     assert client.delete("/api/documents/api/pay-timeout.md").json() == {"deleted": "api/pay-timeout.md"}
     assert client.get("/api/documents/api/pay-timeout.md").status_code == 404
-    assert not [h for h in client.get("/api/search/similar", params={"query": "proxy_read_timeout"}).json()["hits"]
-                if h["path"] == "api/pay-timeout.md"]
+    assert not [
+        h
+        for h in client.get("/api/search/similar", params={"query": "proxy_read_timeout"}).json()["hits"]
+        if h["path"] == "api/pay-timeout.md"
+    ]
     actions = [e["action"] for e in client.get("/api/audit", params={"path": "api/pay-timeout.md"}).json()["entries"]]
     assert actions == ["added", "updated", "deleted"]
 
 
 def test_many_uploads_report_each_file(client):
-    files = [("files", ("a.md", PAY.encode(), "text/markdown")),
-             ("files", ("b.md", b"---\ntitle: [unclosed\n---\n# b", "text/markdown"))]
+    files = [
+        ("files", ("a.md", PAY.encode(), "text/markdown")),
+        ("files", ("b.md", b"---\ntitle: [unclosed\n---\n# b", "text/markdown")),
+    ]
     result = client.post("/api/documents", files=files, data={"category": "ops"})
     assert result.status_code == 207  # Multi-Status: one stored, one failed
     a, b = result.json()["documents"]
@@ -90,15 +102,25 @@ def test_list_filters_and_pages(client):
     page = client.get("/api/documents", params={"category": "troubleshoot", "limit": 2, "offset": 1}).json()
     assert page["total"] > 2 and len(page["documents"]) == 2
     assert all(d["category"] == "troubleshoot" for d in page["documents"])
-    assert [d["path"] for d in client.get("/api/documents", params={"q": "jvm"}).json()["documents"]] == \
-        ["troubleshoot/jvm-oom.md"]
+    assert [d["path"] for d in client.get("/api/documents", params={"q": "jvm"}).json()["documents"]] == [
+        "troubleshoot/jvm-oom.md"
+    ]
     cats = {c["name"]: c["documents"] for c in client.get("/api/categories").json()["categories"]}
     assert sum(cats.values()) == 16
 
 
 def test_lookup_every_parameter_and_formats(client):
-    body = {"query": "jmap 内存泄漏", "session_id": "api-1", "top_k": 3, "policy": "hybrid", "expand": "section",
-            "dedup": "section", "budget_chars": 3000, "rewrite": "off", "filters": {"tags": "jvm"}}
+    body = {
+        "query": "jmap 内存泄漏",
+        "session_id": "api-1",
+        "top_k": 3,
+        "policy": "hybrid",
+        "expand": "section",
+        "dedup": "section",
+        "budget_chars": 3000,
+        "rewrite": "off",
+        "filters": {"tags": "jvm"},
+    }
     answer = client.post("/api/lookup", json=body)
     assert answer.status_code == 200, answer.text
     data = answer.json()
@@ -127,15 +149,18 @@ def test_sessions_trace_summary_and_invocations(client):
     assert client.get("/api/sessions/nobody/trace").status_code == 404
 
 
-@pytest.mark.parametrize("request_args, status, code, names", [
-    ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "invalid_json", "JSON"),
-    ({"json": {"top_k": 3}}, 422, "invalid_request", "query"),
-    ({"json": {"query": "x", "top_k": "many"}}, 422, "invalid_request", "top_k"),
-    ({"json": {"query": "x", "top_k": 0}}, 422, "invalid_request", "top_k"),
-    ({"json": {"query": "x", "colour": "red"}}, 422, "invalid_request", "colour"),
-    ({"json": ["query"]}, 422, "invalid_request", "JSON object"),
-    ({"json": {"query": "x", "filters": {"service": {"$ne": 1}}}}, 422, "invalid_request", "filters"),
-])
+@pytest.mark.parametrize(
+    "request_args, status, code, names",
+    [
+        ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "invalid_json", "JSON"),
+        ({"json": {"top_k": 3}}, 422, "invalid_request", "query"),
+        ({"json": {"query": "x", "top_k": "many"}}, 422, "invalid_request", "top_k"),
+        ({"json": {"query": "x", "top_k": 0}}, 422, "invalid_request", "top_k"),
+        ({"json": {"query": "x", "colour": "red"}}, 422, "invalid_request", "colour"),
+        ({"json": ["query"]}, 422, "invalid_request", "JSON object"),
+        ({"json": {"query": "x", "filters": {"service": {"$ne": 1}}}}, 422, "invalid_request", "filters"),
+    ],
+)
 def test_lookup_errors_name_the_field(client, request_args, status, code, names):
     response = client.post("/api/lookup", **request_args)
     assert response.status_code == status, response.text
@@ -157,16 +182,20 @@ def test_upload_errors(client, settings):
     form = client.post("/api/documents", data={"category": "x"})  # a plain form: what any web page may post
     assert form.status_code == 415 and form.json()["error"]["code"] == "unsupported_media_type"
     assert client.delete("/api/documents/api/none.md").status_code == 404
-    assert client.get("/api/search/similar", params={"query": "x", "top_k": "ten"}).json()["error"]["message"] \
+    assert (
+        client.get("/api/search/similar", params={"query": "x", "top_k": "ten"})
+        .json()["error"]["message"]
         .startswith("query.top_k")
+    )
     assert client.get("/api/nothing-here").json()["error"]["code"] == "not_found"
 
 
 def test_request_body_limit(settings):
     small = settings.model_copy(update={"max_request_bytes": 4096})
     with KnowledgeBase.open(small) as kb, TestClient(create_app(kb=kb, mcp=False)) as c:
-        refused = c.post("/api/lookup", content=b'{"query": "' + b"x" * 5000 + b'"}',
-                         headers={"content-type": "application/json"})
+        refused = c.post(
+            "/api/lookup", content=b'{"query": "' + b"x" * 5000 + b'"}', headers={"content-type": "application/json"}
+        )
         assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
         assert c.post("/api/lookup", json={"query": "x"}).status_code == 200
 
@@ -176,8 +205,10 @@ def test_keys_guard_writes_and_reads(keyed):
         return {"Authorization": f"Bearer {key}"}
 
     assert upload(keyed, "p.md", PAY).status_code == 401
-    assert keyed.post("/api/documents", files=[("files", ("p.md", PAY.encode()))], headers=auth("r-secret")
-                      ).status_code == 403  # the read key cannot write
+    assert (
+        keyed.post("/api/documents", files=[("files", ("p.md", PAY.encode()))], headers=auth("r-secret")).status_code
+        == 403
+    )  # the read key cannot write
     made = keyed.post("/api/documents", files=[("files", ("p.md", PAY.encode()))], headers=auth("w-secret"))
     assert made.status_code == 201
     assert keyed.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).status_code == 401
@@ -196,8 +227,11 @@ def test_every_write_endpoint_needs_the_key(keyed):
     assert len(writes) >= 4
     for method, path in writes:
         url = path.replace("{path}", "api/x.md").replace("{session_id}", "s")
-        response = keyed.request(method.upper(), url, headers={"Authorization": "Bearer r-secret"}) \
-            if path != "/api/lookup" else None
+        response = (
+            keyed.request(method.upper(), url, headers={"Authorization": "Bearer r-secret"})
+            if path != "/api/lookup"
+            else None
+        )
         if response is not None:
             assert response.status_code == 403, (method, path, response.status_code)
         anonymous = keyed.request(method.upper(), url)
@@ -234,12 +268,20 @@ def test_keys_never_reach_logs_or_records(settings, caplog):
     import logging
 
     secret_settings = settings.model_copy(update={"api_key": "W-very-secret-9f2", "read_api_key": "R-very-secret-4c1"})
-    with KnowledgeBase.open(secret_settings) as kb, TestClient(create_app(kb=kb, mcp=False)) as c, \
-            caplog.at_level(logging.INFO, logger="kbseek"):
+    with (
+        KnowledgeBase.open(secret_settings) as kb,
+        TestClient(create_app(kb=kb, mcp=False)) as c,
+        caplog.at_level(logging.INFO, logger="kbseek"),
+    ):
         for key in ("W-very-secret-9f2", "R-very-secret-4c1", "guess-very-secret"):
-            c.post("/api/lookup", json={"query": "ERR_TIMEOUT", "session_id": "sec"}, headers={"Authorization": f"Bearer {key}"})
-            c.post("/api/documents", files=[("files", ("s.md", PAY.encode()))],
-                   headers={"Authorization": f"Bearer {key}"})
+            c.post(
+                "/api/lookup",
+                json={"query": "ERR_TIMEOUT", "session_id": "sec"},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            c.post(
+                "/api/documents", files=[("files", ("s.md", PAY.encode()))], headers={"Authorization": f"Bearer {key}"}
+            )
         rows = json.dumps([{k: str(v) for k, v in r.items()} for r in kb.invocations.list(limit=100)])
         audit = json.dumps([{k: str(v) for k, v in r.items()} for r in kb.audit.list(limit=100)])
         described = json.dumps(secret_settings.describe())
@@ -292,15 +334,20 @@ def test_put_takes_files_like_post_and_says_so(client):
 
 def test_a_partly_failed_batch_is_multi_status_and_a_failed_one_an_error(client):
     bad_yaml = b"---\ntitle: [unclosed\n---\n# b"
-    batch = [("files", ("good.md", PAY.encode(), "text/markdown")), ("files", ("bad.md", bad_yaml, "text/markdown")),
-             ("files", ("bin.md", b"\x00\x01" * 20, "text/markdown")), ("files", ("x.exe", b"# x", "text/plain"))]
+    batch = [
+        ("files", ("good.md", PAY.encode(), "text/markdown")),
+        ("files", ("bad.md", bad_yaml, "text/markdown")),
+        ("files", ("bin.md", b"\x00\x01" * 20, "text/markdown")),
+        ("files", ("x.exe", b"# x", "text/plain")),
+    ]
     partly = client.post("/api/documents", files=batch, data={"category": "ops"})
     assert partly.status_code == 207, partly.text
     assert [r["status"] for r in partly.json()["documents"]] == ["added", "failed", "failed", "failed"]
     none = client.post("/api/documents", files=batch[1:], data={"category": "ops"})
     assert none.status_code == 422 and none.json()["error"]["code"] == "documents_failed"
-    assert [r["error_code"] for r in none.json()["documents"]] == \
-        [r["error_code"] for r in partly.json()["documents"][1:]]
+    assert [r["error_code"] for r in none.json()["documents"]] == [
+        r["error_code"] for r in partly.json()["documents"][1:]
+    ]
     again = client.post("/api/documents", files=batch[:1], data={"category": "ops"})
     assert again.status_code == 200 and again.json()["documents"][0]["status"] == "unchanged"
 
@@ -327,21 +374,41 @@ def test_while_loading_the_routes_that_need_the_knowledge_base_answer_503_first(
     assert c.get("/health").json() == {"status": "ok"}
     ready = c.get("/ready")
     assert ready.status_code == 503 and ready.json() == {"ready": False, "reason": "starting", "checks": {}}
-    for method, url in [("GET", "/api/documents?limit=0"), ("GET", "/api/search/similar"), ("POST", "/api/lookup"),
-                        ("GET", "/metrics"), ("GET", "/api/invocations?since=yesterday"), ("POST", "/api/reindex"),
-                        ("GET", "/api/sessions/s/trace"), ("DELETE", "/api/documents/a.md")]:
+    for method, url in [
+        ("GET", "/api/documents?limit=0"),
+        ("GET", "/api/search/similar"),
+        ("POST", "/api/lookup"),
+        ("GET", "/metrics"),
+        ("GET", "/api/invocations?since=yesterday"),
+        ("POST", "/api/reindex"),
+        ("GET", "/api/sessions/s/trace"),
+        ("DELETE", "/api/documents/a.md"),
+    ]:
         response = c.request(method, url)
         assert response.status_code == 503, (method, url, response.text)
-        assert response.json()["error"] == {"code": "starting", "message": "the knowledge base is still loading",
-                                            "hint": "see GET /ready"}
+        assert response.json()["error"] == {
+            "code": "starting",
+            "message": "the knowledge base is still loading",
+            "hint": "see GET /ready",
+        }
     assert c.get("/api/eval/cases").json()["exists"] is False
 
 
 def test_the_edges_ask_the_service_and_never_read_its_parts():
     """The REST routes and the MCP server use ``KnowledgeBase`` methods only: none reads its repository, indexes,
     telemetry, record stores or locks (those change with the service; its methods are the contract)."""
-    parts = {"repository", "indexes", "telemetry", "invocations", "audit", "sessions", "files", "writes",
-             "startup_repair", "chunking"}
+    parts = {
+        "repository",
+        "indexes",
+        "telemetry",
+        "invocations",
+        "audit",
+        "sessions",
+        "files",
+        "writes",
+        "startup_repair",
+        "chunking",
+    }
     interfaces = ROOT / "src" / "kbseek" / "interfaces"
     found = []
     for path in [*sorted((interfaces / "http").glob("*.py")), interfaces / "mcp_server.py"]:

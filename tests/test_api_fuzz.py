@@ -19,11 +19,11 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from conftest import EXAMPLES
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
@@ -32,16 +32,43 @@ EXAMPLES_COUNT = int(os.environ.get("KBSEEK_FUZZ_EXAMPLES", "150"))
 SEED = os.environ.get("KBSEEK_FUZZ_SEED")
 WRITES = ("post", "put", "delete", "patch")
 
-HOSTILE_STRINGS = ["", " ", "..", "../../etc/passwd", "%2e%2e%2f", "a" * 5000, "99999999d", "9" * 400 + "w",
-                   "-1d", "0d", "2026-13-45", "0001-01-01", "9999-12-31T23:59:59+14:00", "NaN", "null", "\x00",
-                   "api/payment-errors.md", "支付/超时.md", "#", "?x=1", "\ufffd", "ERR_TIMEOUT 支付超时"]
+HOSTILE_STRINGS = [
+    "",
+    " ",
+    "..",
+    "../../etc/passwd",
+    "%2e%2e%2f",
+    "a" * 5000,
+    "99999999d",
+    "9" * 400 + "w",
+    "-1d",
+    "0d",
+    "2026-13-45",
+    "0001-01-01",
+    "9999-12-31T23:59:59+14:00",
+    "NaN",
+    "null",
+    "\x00",
+    "api/payment-errors.md",
+    "支付/超时.md",
+    "#",
+    "?x=1",
+    "\ufffd",
+    "ERR_TIMEOUT 支付超时",
+]
 EDGE_NUMBERS = [0, -1, 1, 2**63, -(2**63), 10**30, 1e308, -0.5, float("nan"), float("inf")]
 hostile_text = st.one_of(st.text(max_size=40), st.sampled_from(HOSTILE_STRINGS))
-any_number = st.one_of(st.integers(), st.integers(min_value=-2, max_value=2),
-                       st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([2**63, -(2**63), 10**30]))
-any_json = st.recursive(st.none() | st.booleans() | any_number | hostile_text,
-                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
-                        max_leaves=12)
+any_number = st.one_of(
+    st.integers(),
+    st.integers(min_value=-2, max_value=2),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([2**63, -(2**63), 10**30]),
+)
+any_json = st.recursive(
+    st.none() | st.booleans() | any_number | hostile_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def _resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +105,9 @@ def near(spec: dict[str, Any], schema: dict[str, Any], depth: int = 0) -> st.Sea
             inner = st.lists(items, max_size=(schema.get("maxLength") or schema.get("maxItems") or 6) + 2)
         elif kind == "object" or "properties" in schema:
             props = {name: near(spec, sub, depth + 1) for name, sub in schema.get("properties", {}).items()}
-            inner = st.fixed_dictionaries({}, optional=props) | st.fixed_dictionaries({}, optional={
-                **props, "unknown_field": any_json})
+            inner = st.fixed_dictionaries({}, optional=props) | st.fixed_dictionaries(
+                {}, optional={**props, "unknown_field": any_json}
+            )
         elif kind == "null":
             inner = st.none()
         else:
@@ -132,17 +160,28 @@ def sweep(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 for value in edges(spec, p.get("schema", {})):
                     if p["in"] == "path":
                         text_value = quote(_query_value(value) or "x", safe="/" if p["name"] == "path" else "")
-                        yield {"method": method.upper(), "url": path.replace("{" + p["name"] + "}", text_value),
-                               **default}
+                        yield {
+                            "method": method.upper(),
+                            "url": path.replace("{" + p["name"] + "}", text_value),
+                            **default,
+                        }
                     elif p["in"] == "query":
-                        yield {"method": method.upper(), "url": base, "params": {p["name"]: _query_value(value)},
-                               **default}
+                        yield {
+                            "method": method.upper(),
+                            "url": base,
+                            "params": {p["name"]: _query_value(value)},
+                            **default,
+                        }
             if json_body:
                 schema = _resolve(spec, content["application/json"]["schema"])
                 for name, sub in schema.get("properties", {}).items():
                     for value in edges(spec, sub):
-                        yield {"method": method.upper(), "url": base, "content": json.dumps({name: value}).encode(),
-                               "headers": {"Content-Type": "application/json"}}
+                        yield {
+                            "method": method.upper(),
+                            "url": base,
+                            "content": json.dumps({name: value}).encode(),
+                            "headers": {"Content-Type": "application/json"},
+                        }
 
 
 def requests(spec: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
@@ -152,8 +191,13 @@ def requests(spec: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
         for method, op in item.items():
             params = {p["name"]: (p["in"], near(spec, p.get("schema", {}))) for p in op.get("parameters", [])}
             content = op.get("requestBody", {}).get("content", {})
-            body = ("json", near(spec, content["application/json"]["schema"])) if "application/json" in content \
-                else ("multipart", _multipart()) if "multipart/form-data" in content else ("none", st.none())
+            body = (
+                ("json", near(spec, content["application/json"]["schema"]))
+                if "application/json" in content
+                else ("multipart", _multipart())
+                if "multipart/form-data" in content
+                else ("none", st.none())
+            )
             operations.append((method.upper(), path, params, body))
 
     @st.composite
@@ -228,8 +272,13 @@ def test_no_route_answers_5xx_to_anything_its_schema_allows_or_nearly(served):
     spec = served.get("/openapi.json").json()
     seen: dict[str, int] = {}
 
-    @settings(max_examples=EXAMPLES_COUNT, deadline=None, derandomize=SEED is None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES_COUNT,
+        deadline=None,
+        derandomize=SEED is None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(requests(spec))
     def check(request: dict[str, Any]) -> None:
         response = served.request(**request)

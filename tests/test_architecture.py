@@ -12,7 +12,6 @@ from pathlib import Path
 
 import grimp
 import pytest
-
 from conftest import ROOT
 
 PACKAGE = ROOT / "src" / "kbseek"
@@ -27,8 +26,14 @@ def modules() -> list[Path]:
 
 def lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(source_root)}
-    return subprocess.run([LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_layer_contracts_hold():
@@ -37,11 +42,14 @@ def test_the_layer_contracts_hold():
     assert "BROKEN" not in run.stdout and run.stdout.count("KEPT") >= 4
 
 
-@pytest.mark.parametrize(("module", "forbidden"), [
-    ("retrieval/recall.py", "from kbseek.service import KnowledgeBase"),      # a lower layer reaching up
-    ("lookup/render.py", "from kbseek.adapters.sql import tables"),           # an edge around the wiring
-    ("core/ids.py", "import sqlalchemy"),                                      # the pure core growing a stack
-])
+@pytest.mark.parametrize(
+    ("module", "forbidden"),
+    [
+        ("retrieval/recall.py", "from kbseek.service import KnowledgeBase"),  # a lower layer reaching up
+        ("lookup/render.py", "from kbseek.adapters.sql import tables"),  # an edge around the wiring
+        ("core/ids.py", "import sqlalchemy"),  # the pure core growing a stack
+    ],
+)
 def test_a_forbidden_import_breaks_the_contracts(tmp_path, module, forbidden):
     copy = tmp_path / "src" / "kbseek"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -99,8 +107,9 @@ def test_imports_inside_functions_say_why():
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for inner in ast.walk(node):
-                if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kbseek") or \
-                        isinstance(inner, ast.Import) and any(a.name.startswith("kbseek") for a in inner.names):
+                if (isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kbseek")) or (
+                    isinstance(inner, ast.Import) and any(a.name.startswith("kbseek") for a in inner.names)
+                ):
                     here, above = lines[inner.lineno - 1], lines[inner.lineno - 2].strip()
                     if "#" not in here and not above.startswith("#"):
                         unexplained.append(f"{path.relative_to(ROOT)}:{inner.lineno}: {here.strip()}")
@@ -108,12 +117,18 @@ def test_imports_inside_functions_say_why():
 
 
 def test_modules_stay_short():
-    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in modules()
-            if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES]
+    long = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in modules()
+        if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES
+    ]
     assert long == []
 
 
 def test_every_package_says_what_it_is():
-    silent = [str(init.relative_to(ROOT)) for init in PACKAGE.rglob("__init__.py")
-              if "migrations" not in init.as_posix() and not ast.get_docstring(ast.parse(init.read_text("utf-8")))]
+    silent = [
+        str(init.relative_to(ROOT))
+        for init in PACKAGE.rglob("__init__.py")
+        if "migrations" not in init.as_posix() and not ast.get_docstring(ast.parse(init.read_text("utf-8")))
+    ]
     assert silent == []

@@ -7,8 +7,8 @@ import re
 
 import jsonschema
 import pytest
-
 from conftest import EXAMPLES, ROOT, answerable_cases
+
 from kbseek.core.document import ChunkingConfig, parse_document
 from kbseek.errors import DatasetError
 from kbseek.evaluation.cases import TAGS, add_case, case_from_lookup, load_cases, read_cases, schema
@@ -45,15 +45,28 @@ def _write(tmp_path, cases, kb="kb"):
     return path
 
 
-@pytest.mark.parametrize("cases, message", [
-    ([{"id": "a", "query": "q", "expected": []}], "case a: an answerable case needs expected evidence of grade 3"),
-    ([{"id": "a", "query": "q", "answerable": False, "tags": ["no-answer"],
-       "expected": [{"document": "d.md", "grade": 3}]}], "case a: a case without an answer lists no expected"),
-    ([{"id": "a", "query": "q", "answerable": False}], "tag 'no-answer' goes with answerable: false"),
-    ([{"id": "a", "query": "q", "expected": [{"document": "d.md"}]}] * 2, "case a: the id is used twice"),
-    ([{"id": "a", "query": "q", "tags": ["typo"], "expected": [{"document": "d.md"}]}], "cases[0] (a).tags[0]"),
-    ([{"id": "b", "query": "q", "expected": [{"document": "d.md", "grade": 7}]}], "cases[0] (b).expected[0].grade"),
-])
+@pytest.mark.parametrize(
+    "cases, message",
+    [
+        ([{"id": "a", "query": "q", "expected": []}], "case a: an answerable case needs expected evidence of grade 3"),
+        (
+            [
+                {
+                    "id": "a",
+                    "query": "q",
+                    "answerable": False,
+                    "tags": ["no-answer"],
+                    "expected": [{"document": "d.md", "grade": 3}],
+                }
+            ],
+            "case a: a case without an answer lists no expected",
+        ),
+        ([{"id": "a", "query": "q", "answerable": False}], "tag 'no-answer' goes with answerable: false"),
+        ([{"id": "a", "query": "q", "expected": [{"document": "d.md"}]}] * 2, "case a: the id is used twice"),
+        ([{"id": "a", "query": "q", "tags": ["typo"], "expected": [{"document": "d.md"}]}], "cases[0] (a).tags[0]"),
+        ([{"id": "b", "query": "q", "expected": [{"document": "d.md", "grade": 7}]}], "cases[0] (b).expected[0].grade"),
+    ],
+)
 def test_bad_case_files_are_refused_with_the_case_named(tmp_path, cases, message):
     with pytest.raises(DatasetError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         load_cases(_write(tmp_path, cases))
@@ -72,10 +85,10 @@ def test_a_recorded_lookup_becomes_a_case(kb: KnowledgeBase, tmp_path):
     case = case_from_lookup(recorded, case_id="from-prod-1", tags=["exact-term"], notes="seen in production")
     add_case(path, case)
     loaded = load_cases(path)
-    assert loaded.qrels["from-prod-1"] == {
-        "api/payment-errors.md#支付网关错误码定义/超时类错误/ERR_GATEWAY_TIMEOUT": 3}
-    refused = case_from_lookup({"query": "iOS 推送证书", "status": "no_confident_match", "documents": []},
-                               case_id="from-prod-2")
+    assert loaded.qrels["from-prod-1"] == {"api/payment-errors.md#支付网关错误码定义/超时类错误/ERR_GATEWAY_TIMEOUT": 3}
+    refused = case_from_lookup(
+        {"query": "iOS 推送证书", "status": "no_confident_match", "documents": []}, case_id="from-prod-2"
+    )
     add_case(path, refused)
     assert [q.id for q in load_cases(path).unanswerable] == ["from-prod-2"]
     with pytest.raises(DatasetError, match="exists already"):
@@ -89,8 +102,21 @@ def test_eval_run_takes_a_case_file(tmp_path):
 
     from kbseek.interfaces.cli import app
 
-    result = CliRunner().invoke(app, ["eval", "run", str(CASES), "--split", "dev", "--policy", "lexical",
-                                      "--cache", str(tmp_path / "cache"), "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "run",
+            str(CASES),
+            "--split",
+            "dev",
+            "--policy",
+            "lexical",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["dataset"] == "golden-cases" and report["config"]["queries"] == answerable_cases(CASES, "dev")
@@ -103,15 +129,16 @@ def _unresolved_evidence(path) -> list[str]:
     sections: dict[str, set[tuple[str, ...]]] = {}
     for doc in sorted(corpus.rglob("*.md")):
         rel = doc.relative_to(corpus).as_posix()
-        sections[rel] = {tuple(c.heading_path) for c in parse_document(doc.read_bytes(), path=rel,
-                                                                         config=ChunkingConfig()).chunks}
+        sections[rel] = {
+            tuple(c.heading_path) for c in parse_document(doc.read_bytes(), path=rel, config=ChunkingConfig()).chunks
+        }
     problems = []
     for case in cases.cases:
         for e in case.expected:
             wanted = tuple(e.heading_path)
             if e.document not in sections:
                 problems.append(f"{case.id}: no document {e.document}")
-            elif not any(hp[:len(wanted)] == wanted for hp in sections[e.document]):
+            elif not any(hp[: len(wanted)] == wanted for hp in sections[e.document]):
                 problems.append(f"{case.id}: no section {e.judged_id}")
     return problems
 
@@ -128,14 +155,27 @@ def test_every_expected_heading_path_is_a_section_of_its_document(path):
 def test_a_heading_path_that_is_not_in_the_document_is_named(tmp_path):
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "d.md").write_text("# 手册\n\n## 排查步骤\n\n先看日志。\n\n## 验证\n\n看指标。\n", "utf-8")
-    path = _write(tmp_path, [
-        {"id": "ok", "query": "q", "expected": [{"document": "d.md", "heading_path": ["手册", "排查步骤"]},
-                                                 {"document": "d.md", "heading_path": ["手册"]}]},
-        {"id": "typo", "query": "q", "expected": [{"document": "d.md", "heading_path": ["手册", "验证步骤"]}]},
-        {"id": "skipped-h1", "query": "q", "expected": [{"document": "d.md", "heading_path": ["验证"]}]},
-        {"id": "gone", "query": "q", "expected": [{"document": "e.md"}]}])
-    assert _unresolved_evidence(path) == ["typo: no section d.md#手册/验证步骤", "skipped-h1: no section d.md#验证",
-                                          "gone: no document e.md"]
+    path = _write(
+        tmp_path,
+        [
+            {
+                "id": "ok",
+                "query": "q",
+                "expected": [
+                    {"document": "d.md", "heading_path": ["手册", "排查步骤"]},
+                    {"document": "d.md", "heading_path": ["手册"]},
+                ],
+            },
+            {"id": "typo", "query": "q", "expected": [{"document": "d.md", "heading_path": ["手册", "验证步骤"]}]},
+            {"id": "skipped-h1", "query": "q", "expected": [{"document": "d.md", "heading_path": ["验证"]}]},
+            {"id": "gone", "query": "q", "expected": [{"document": "e.md"}]},
+        ],
+    )
+    assert _unresolved_evidence(path) == [
+        "typo: no section d.md#手册/验证步骤",
+        "skipped-h1: no section d.md#验证",
+        "gone: no document e.md",
+    ]
 
 
 def test_held_out_case_files_are_test_split_only():

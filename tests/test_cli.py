@@ -15,7 +15,6 @@ import typer
 from typer.testing import CliRunner
 
 import kbseek
-
 from kbseek.interfaces.cli import app
 from tests.conftest import EXAMPLES, ROOT, write
 
@@ -139,8 +138,9 @@ def test_help_shows_flags_as_flags_and_the_version():
 
 
 def test_make_run_takes_host_and_port_and_execs_the_server():
-    planned = subprocess.run(["make", "-n", "run", "PORT=8123", "HOST=0.0.0.0"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout
+    planned = subprocess.run(
+        ["make", "-n", "run", "PORT=8123", "HOST=0.0.0.0"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     assert "exec .venv/bin/kbseek serve --host 0.0.0.0 --port 8123" in planned  # exec: signals reach the server
     default = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "--host 127.0.0.1 --port 8000" in default
@@ -159,18 +159,32 @@ def test_bad_setting_is_a_clear_error(home, monkeypatch):
     assert error["error"]["code"] == "config_error" and "chunk_size" in error["error"]["message"]
 
 
-HEAVY = ("kbseek.service", "kbseek.maintenance.records", "kbseek.maintenance.doctor", "kbseek.maintenance.schema",
-         "kbseek.maintenance.backup", "kbseek.maintenance.reindex", "kbseek.evaluation.runner",
-         "kbseek.interfaces.http", "kbseek.interfaces.mcp_server", "alembic", "fastapi", "uvicorn", "mcp")
+HEAVY = (
+    "kbseek.service",
+    "kbseek.maintenance.records",
+    "kbseek.maintenance.doctor",
+    "kbseek.maintenance.schema",
+    "kbseek.maintenance.backup",
+    "kbseek.maintenance.reindex",
+    "kbseek.evaluation.runner",
+    "kbseek.interfaces.http",
+    "kbseek.interfaces.mcp_server",
+    "alembic",
+    "fastapi",
+    "uvicorn",
+    "mcp",
+)
 
 
 def test_help_loads_neither_the_knowledge_base_nor_the_web_evaluation_or_migration_stack():
     """`kbseek --help` (and a typo's usage line) comes back at once: the knowledge base, the maintenance work, the
     evaluation and the web stack are imported by the command that runs them."""
-    code = ("import sys\nfrom kbseek.interfaces.cli import main\nsys.argv = ['kbseek', '--help']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            f"heavy = {HEAVY!r}\n"
-            "print('loaded:', sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in heavy)))")
+    code = (
+        "import sys\nfrom kbseek.interfaces.cli import main\nsys.argv = ['kbseek', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"heavy = {HEAVY!r}\n"
+        "print('loaded:', sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in heavy)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Commands:" in done.stdout and "loaded: []" in done.stdout, done.stdout[-500:]
 

@@ -6,15 +6,18 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import EXAMPLES, answerable_cases
+
 from kbseek.errors import DatasetError
 from kbseek.evaluation.compare import compare, paired_permutation_p
 
 
 def run(name, scores):
-    return {"name": name, "metrics": {"ndcg@10": {"mean": float(np.mean(list(scores.values())))}},
-            "per_query": [{"query_id": q, "query": f"question {q}", "metrics": {"ndcg@10": v}} for q, v in scores.items()]}
+    return {
+        "name": name,
+        "metrics": {"ndcg@10": {"mean": float(np.mean(list(scores.values())))}},
+        "per_query": [{"query_id": q, "query": f"question {q}", "metrics": {"ndcg@10": v}} for q, v in scores.items()],
+    }
 
 
 def test_wins_losses_and_mean_difference_by_hand():
@@ -42,9 +45,25 @@ def test_cli_compare_and_add_case(tmp_path):
 
     runner = CliRunner()
     cases = EXAMPLES / "eval" / "golden-cases.json"
-    result = runner.invoke(app, ["eval", "run", str(cases), "--split", "dev", "--policy", "lexical",
-                                 "--set", "bm25:bm25_k1=1.2", "--set", "flat:bm25_k1=0.1,bm25_b=0",
-                                 "--cache", str(tmp_path / "cache"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "run",
+            str(cases),
+            "--split",
+            "dev",
+            "--policy",
+            "lexical",
+            "--set",
+            "bm25:bm25_k1=1.2",
+            "--set",
+            "flat:bm25_k1=0.1,bm25_b=0",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = tmp_path / "report.json"
     report.write_text(result.stdout, "utf-8")
@@ -52,7 +71,9 @@ def test_cli_compare_and_add_case(tmp_path):
     assert compared.exit_code == 0, compared.output
     data = json.loads(compared.stdout)
     scored = answerable_cases(cases, "dev")
-    assert data["cases"] == scored and data["wins"] + data["losses"] + data["ties"] == scored and 0 < data["p_value"] <= 1
+    assert (
+        data["cases"] == scored and data["wins"] + data["losses"] + data["ties"] == scored and 0 < data["p_value"] <= 1
+    )
     missing = runner.invoke(app, ["eval", "compare", f"{report}#nope", str(report), "--json"])
     assert missing.exit_code == 2 and "no run named 'nope'" in missing.stdout
 
@@ -66,7 +87,9 @@ def test_cli_compare_and_add_case(tmp_path):
     case_file_kb = json.loads(case_file.read_text("utf-8"))
     case_file_kb["knowledge_base"] = str(EXAMPLES / "knowledge_base")
     case_file.write_text(json.dumps(case_file_kb, ensure_ascii=False), "utf-8")
-    added = runner.invoke(app, ["eval", "add-case", str(case_file), str(recorded), "--id", "prod-1", "--tag", "exact-term"])
+    added = runner.invoke(
+        app, ["eval", "add-case", str(case_file), str(recorded), "--id", "prod-1", "--tag", "exact-term"]
+    )
     assert added.exit_code == 0, added.output
     stored = json.loads(case_file.read_text("utf-8"))["cases"][-1]
     assert stored["id"] == "prod-1" and stored["expected"][0]["document"] == "api/payment-errors.md"
@@ -79,12 +102,26 @@ def test_report_writes_markdown_json_and_png_charts(tmp_path):
 
     runner = CliRunner()
     cases = EXAMPLES / "eval" / "golden-cases.json"
-    result = runner.invoke(app, ["eval", "run", str(cases), "--policy", "lexical", "--policy", "answer:lexical",
-                                 "--cache", str(tmp_path / "cache"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "run",
+            str(cases),
+            "--policy",
+            "lexical",
+            "--policy",
+            "answer:lexical",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     (tmp_path / "run.json").write_text(result.stdout, "utf-8")
-    made = runner.invoke(app, ["eval", "report", str(tmp_path / "run.json"), "--out", str(tmp_path / "out"),
-                               "--name", "baseline"])
+    made = runner.invoke(
+        app, ["eval", "report", str(tmp_path / "run.json"), "--out", str(tmp_path / "out"), "--name", "baseline"]
+    )
     assert made.exit_code == 0, made.output
     text = (tmp_path / "out" / "baseline.md").read_text("utf-8")
     assert "| answer:lexical |" in text and "![metrics per run](baseline-metrics.png)" in text

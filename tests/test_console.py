@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
-
 from conftest import EXAMPLES, ROOT, answerable_cases, case_count
+from fastapi.testclient import TestClient
 from serving import KBSEEK, running_server
+
 from kbseek.evaluation.cases import load_cases
 from kbseek.evaluation.runner import metric_names, run_policy
 from kbseek.interfaces.http.app import create_app
@@ -47,8 +47,9 @@ def seeded_cases(path: Path, knowledge_base: Path) -> Path:
 
 @pytest.fixture
 def console_settings(settings, tmp_path):
-    return settings.model_copy(update={"golden_cases_file": tmp_path / "eval" / "cases.json",
-                                       "reports_dir": tmp_path / "reports"})
+    return settings.model_copy(
+        update={"golden_cases_file": tmp_path / "eval" / "cases.json", "reports_dir": tmp_path / "reports"}
+    )
 
 
 @pytest.fixture
@@ -94,8 +95,10 @@ def test_golden_cases_are_saved_from_lookups(client, console_settings):
     path = console_settings.golden_cases_path
     assert client.get("/api/eval/cases").json() == {"file": "cases.json", "exists": False, "count": 0, "cases": []}
     answer = client.post("/api/lookup", json={"query": "jmap 内存泄漏"}).json()
-    first = client.post("/api/eval/cases", json={"id": "c-1", "lookup": answer, "pieces": [1, 2],
-                                                 "tags": ["mixed-language"], "notes": "from the console"})
+    first = client.post(
+        "/api/eval/cases",
+        json={"id": "c-1", "lookup": answer, "pieces": [1, 2], "tags": ["mixed-language"], "notes": "from the console"},
+    )
     assert first.status_code == 201, first.text
     assert first.json()["created"] is True and first.json()["count"] == 1 and path.exists()
     expected = [(d["source_path"], i["heading_path"]) for d in answer["documents"] for i in d["items"]][:2]
@@ -137,8 +140,9 @@ def test_evaluation_run_scores_the_live_knowledge_base(client, kb, console_setti
     assert data["config"]["queries"] == answerable and data["unanswerable"] == case_count(GOLDEN) - answerable
     dataset = load_cases(path)  # the same cases scored offline on the same knowledge base: the same means
     for r in data["runs"]:
-        offline = run_policy(kb, dataset, policy=r["policy"], depth=100, names=metric_names((1, 3, 5, 10)),
-                             name=r["name"], overrides={})
+        offline = run_policy(
+            kb, dataset, policy=r["policy"], depth=100, names=metric_names((1, 3, 5, 10)), name=r["name"], overrides={}
+        )
         assert r["metrics"] == {m: v["mean"] for m, v in offline.summary.items()}
         assert 0 < r["metrics"]["ndcg@10"] <= 1
 
@@ -155,7 +159,10 @@ def test_evaluation_run_scores_the_live_knowledge_base(client, kb, console_setti
 
     unsaved = client.post("/api/eval/runs", json={"policies": ["lexical"], "split": "test", "save": False})
     assert unsaved.status_code == 200 and unsaved.json()["report"] is None
-    assert unsaved.json()["config"]["queries"] == answerable_cases(GOLDEN, "test") and len(client.get("/api/eval/reports").json()["reports"]) == 1
+    assert (
+        unsaved.json()["config"]["queries"] == answerable_cases(GOLDEN, "test")
+        and len(client.get("/api/eval/reports").json()["reports"]) == 1
+    )
 
 
 def test_reports_refuse_path_traversal(client, console_settings, tmp_path):
@@ -173,12 +180,21 @@ def test_reports_refuse_path_traversal(client, console_settings, tmp_path):
     assert client.get("/api/eval/reports/baseline/charts/baseline-metrics.png").status_code == 200
     names = [r["name"] for r in client.get("/api/eval/reports").json()["reports"]]
     assert "baseline" in names
-    for url in ["/api/eval/reports/%2e%2e", "/api/eval/reports/..%2Fsecret", "/api/eval/reports/%2E%2E%2Fsecret",
-                "/api/eval/reports/.hidden", "/api/eval/reports/linked",
-                "/api/eval/reports/baseline/charts/..%2F..%2Fsecret.png", "/api/eval/reports/baseline/charts/%2e%2e",
-                "/api/eval/reports/%2e%2e/charts/secret.png", "/api/eval/reports/baseline/charts/linked-metrics.png",
-                "/api/eval/reports/baseline/charts/baseline.md", "/api/eval/reports/baseline/charts/x%00.png",
-                "/api/eval/reports/nothing", "/api/eval/reports/baseline/charts/nothing.png"]:
+    for url in [
+        "/api/eval/reports/%2e%2e",
+        "/api/eval/reports/..%2Fsecret",
+        "/api/eval/reports/%2E%2E%2Fsecret",
+        "/api/eval/reports/.hidden",
+        "/api/eval/reports/linked",
+        "/api/eval/reports/baseline/charts/..%2F..%2Fsecret.png",
+        "/api/eval/reports/baseline/charts/%2e%2e",
+        "/api/eval/reports/%2e%2e/charts/secret.png",
+        "/api/eval/reports/baseline/charts/linked-metrics.png",
+        "/api/eval/reports/baseline/charts/baseline.md",
+        "/api/eval/reports/baseline/charts/x%00.png",
+        "/api/eval/reports/nothing",
+        "/api/eval/reports/baseline/charts/nothing.png",
+    ]:
         response = client.get(url)
         assert response.status_code in (400, 404), (url, response.status_code)
         assert response.json()["error"]["code"] in ("unsafe_path", "not_found"), url
@@ -234,10 +250,16 @@ def test_every_ui_string_exists_in_both_languages():
     used |= set(re.findall(r'data-i18n[\w-]*="([^"]+)"', (WEB_DIR / "index.html").read_text("utf-8")))
     assert used - set(strings["en"]) == set() and set(strings["en"]) - used == set()
     # no CDN, no remote asset: everything the console loads is served by the package
-    for name, text in {**scripts, "index.html": (WEB_DIR / "index.html").read_text("utf-8"),
-                       "console.css": (WEB_DIR / "console.css").read_text("utf-8")}.items():
-        assert not re.search(r"""(src|href)=["']?(https?:)?//|from\s+['"](https?:)?//|import\(['"](https?:)?//|"""
-                             r"""url\(\s*['"]?(https?:)?//|@import""", text), name
+    for name, text in {
+        **scripts,
+        "index.html": (WEB_DIR / "index.html").read_text("utf-8"),
+        "console.css": (WEB_DIR / "console.css").read_text("utf-8"),
+    }.items():
+        assert not re.search(
+            r"""(src|href)=["']?(https?:)?//|from\s+['"](https?:)?//|import\(['"](https?:)?//|"""
+            r"""url\(\s*['"]?(https?:)?//|@import""",
+            text,
+        ), name
 
 
 # -- end to end in headless Chromium ------------------------------------------------------------
@@ -266,9 +288,15 @@ BROKEN = "---\ntitle: [unclosed\n---\n# broken\n"
 def served(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     root = tmp_path_factory.mktemp("console")
     home = root / "home"
-    env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "none", "KBSEEK_API_KEY": WRITE,
-           "KBSEEK_READ_API_KEY": READ, "KBSEEK_GOLDEN_CASES_FILE": str(root / "eval" / "golden-cases.json"),
-           "KBSEEK_REPORTS_DIR": str(root / "reports")}
+    env = {
+        **os.environ,
+        "KBSEEK_HOME": str(home),
+        "KBSEEK_EMBEDDER": "none",
+        "KBSEEK_API_KEY": WRITE,
+        "KBSEEK_READ_API_KEY": READ,
+        "KBSEEK_GOLDEN_CASES_FILE": str(root / "eval" / "golden-cases.json"),
+        "KBSEEK_REPORTS_DIR": str(root / "reports"),
+    }
     subprocess.run([KBSEEK, "ingest", str(EXAMPLES / "knowledge_base")], env=env, check=True, capture_output=True)
     seeded_cases(root / "eval" / "golden-cases.json", home / "knowledge_base")
     with running_server(env, root / "serve.log") as base:
@@ -279,21 +307,30 @@ def served(tmp_path_factory) -> Iterator[tuple[str, Path]]:
 def browser() -> Iterator[object]:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
-        pytest.skip(f"no Chromium: {', '.join(missing)} missing (apt-get install chromium chromium-driver); "
-                    "the web console's end-to-end tests did NOT run")
+        pytest.skip(
+            f"no Chromium: {', '.join(missing)} missing (apt-get install chromium chromium-driver); "
+            "the web console's end-to-end tests did NOT run"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     # evil.example: an attacker's site on this machine (for the cross-site and DNS-rebinding tests)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--lang=en-US", "--window-size=1280,900",
-                "--host-resolver-rules=MAP evil.example 127.0.0.1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--lang=en-US",
+        "--window-size=1280,900",
+        "--host-resolver-rules=MAP evil.example 127.0.0.1",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+    )
     try:
         yield driver
     finally:
@@ -353,9 +390,16 @@ class Page:
 
     def errors(self) -> list[str]:
         """Console errors in the page, other than the API errors the console shows on purpose."""
-        return [e["message"] for e in self.driver.get_log("browser")
-                if e["level"] == "SEVERE" and not re.search(r"/api/\S+ - Failed to load resource: the server "
-                                                             r"responded with a status of (4\d\d)", e["message"])]
+        return [
+            e["message"]
+            for e in self.driver.get_log("browser")
+            if e["level"] == "SEVERE"
+            and not re.search(
+                r"/api/\S+ - Failed to load resource: the server "
+                r"responded with a status of (4\d\d)",
+                e["message"],
+            )
+        ]
 
 
 def test_console_end_to_end(served, browser, tmp_path):
@@ -454,9 +498,15 @@ def test_console_end_to_end(served, browser, tmp_path):
     page.find("#run-cases").click()
     page.text_in("#run-table", "answer:hybrid", timeout=60)
     page.text_in("#report-view", "Live evaluation")
-    page.wait.until(lambda d: len(page.all("#report-view img[data-chart]")) == 2 and all(
-        d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
-        for img in page.all("#report-view img[data-chart]")))
+    page.wait.until(
+        lambda d: (
+            len(page.all("#report-view img[data-chart]")) == 2
+            and all(
+                d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
+                for img in page.all("#report-view img[data-chart]")
+            )
+        )
+    )
     browser.execute_script("document.getElementById('run-h').scrollIntoView()")
     page.shot("evaluation")
 
@@ -552,7 +602,7 @@ def attacker_site(target: str) -> Iterator[str]:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             body = (ATTACK_PAGE % json.dumps(target)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -577,7 +627,9 @@ def open_server(tmp_path_factory) -> Iterator[str]:
     """``kbseek serve`` as configured by default: no keys, writes open."""
     root = tmp_path_factory.mktemp("open")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBSEEK_")} | {
-        "KBSEEK_HOME": str(root / "home"), "KBSEEK_EMBEDDER": "none"}
+        "KBSEEK_HOME": str(root / "home"),
+        "KBSEEK_EMBEDDER": "none",
+    }
     with running_server(env, root / "serve.log") as base:
         yield base
 

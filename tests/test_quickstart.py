@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from conftest import ROOT
 from serving import free_port
 
@@ -53,15 +52,27 @@ kbseek mcp                                                 # MCP over stdio, for
 def user_env(tmp_path: Path) -> dict[str, str]:
     """A new user's shell: the venv's ``kbseek`` first on the PATH, temp files and caches inside ``tmp_path``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBSEEK_")}
-    env |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", "TMPDIR": str(tmp_path),
-            "XDG_CACHE_HOME": str(tmp_path / "cache"), "KBSEEK_EMBEDDER": "none", "COLUMNS": "200"}
+    env |= {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        "TMPDIR": str(tmp_path),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "KBSEEK_EMBEDDER": "none",
+        "COLUMNS": "200",
+    }
     return env
 
 
 def test_the_quickstart_runs_in_order_on_a_fresh_home(tmp_path):
     script = "set -euo pipefail\nset -x\n" + QUICKSTART
-    done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=user_env(tmp_path), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=900)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=ROOT,
+        env=user_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=900,
+    )
     output = done.stdout  # the trace (+ command) and each command's output, in order
     assert done.returncode == 0, output[-6000:]
     homes = [p for p in tmp_path.iterdir() if p.is_dir() and p.name.startswith("tmp.")]
@@ -75,22 +86,32 @@ def test_the_serve_block_starts_both_servers(tmp_path):
     env = user_env(tmp_path)
     home = tmp_path / "home"
     env["KBSEEK_HOME"] = str(home)
-    subprocess.run(["kbseek", "ingest", "examples/knowledge_base"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        ["kbseek", "ingest", "examples/knowledge_base"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300
+    )
     serve, mcp = (line.split("#")[0].split() for line in SERVE.splitlines())
     port = str(free_port())  # 8000 may be taken on a test machine
-    server = subprocess.Popen([*serve[:-1], port], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [*serve[:-1], port], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         assert _wait_ready(f"http://127.0.0.1:{port}", server)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-             "params": {"protocolVersion": "2025-03-26", "capabilities": {},
-                        "clientInfo": {"name": "quickstart-test", "version": "1"}}}
-    answered = subprocess.run(mcp, cwd=ROOT, env=env, input=json.dumps(hello) + "\n", capture_output=True,
-                              text=True, timeout=120)
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "quickstart-test", "version": "1"},
+        },
+    }
+    answered = subprocess.run(
+        mcp, cwd=ROOT, env=env, input=json.dumps(hello) + "\n", capture_output=True, text=True, timeout=120
+    )
     reply = json.loads(answered.stdout.splitlines()[0])
     assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"], answered.stderr[-3000:]
 

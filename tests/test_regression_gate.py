@@ -14,12 +14,12 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import EXAMPLES, ROOT
+
+from kbseek.core.relevance import GAP_RANK
 from kbseek.errors import DatasetError
 from kbseek.evaluation import gate
 from kbseek.evaluation.cases import load_cases
-from kbseek.core.relevance import GAP_RANK
 from kbseek.evaluation.datasets import cache_home, open_dataset_kb
 from kbseek.evaluation.replay import FixtureRecall, record, replay_retriever
 from kbseek.evaluation.runner import evaluate, report, run_policy
@@ -65,8 +65,15 @@ def baseline_run(policy):
 def as_report_run(kb, fixture, policy, **overrides):
     """A replayed run (with query-time ``overrides``) as ``kbseek eval run --json`` writes it: what a baseline holds."""
     tool = kb.lookup_tool.with_settings(kb.settings.model_copy(update=overrides))
-    result = run_policy(replay_retriever(tool, DATASET, fixture), DATASET, policy=policy, depth=100,
-                        names=list(gate.GATED_METRICS), name=policy, overrides=overrides)
+    result = run_policy(
+        replay_retriever(tool, DATASET, fixture),
+        DATASET,
+        policy=policy,
+        depth=100,
+        names=list(gate.GATED_METRICS),
+        name=policy,
+        overrides=overrides,
+    )
     return report(DATASET, [result], ks=(1, 10), depth=100, base=BASE, timings={})["runs"][0]
 
 
@@ -102,10 +109,17 @@ def test_noise_from_another_machine_passes_the_gate_though_rankings_differ(recor
     assert gate.gate(gate.noise_band(kb, DATASET, there_fixture, policy=policy), here) == []
 
 
-@pytest.mark.parametrize(("policy", "overrides", "failing"), [
-    ("hybrid", {"weight_dense": 0.0}, "ndcg@10"),  # the dense lane lost
-    ("answer:hybrid", {"similarity_high": 0.9, "similarity_low": 0.9}, "answerable cases refused"),  # a stricter gate
-])
+@pytest.mark.parametrize(
+    ("policy", "overrides", "failing"),
+    [
+        ("hybrid", {"weight_dense": 0.0}, "ndcg@10"),  # the dense lane lost
+        (
+            "answer:hybrid",
+            {"similarity_high": 0.9, "similarity_low": 0.9},
+            "answerable cases refused",
+        ),  # a stricter gate
+    ],
+)
 def test_a_worse_configuration_fails_the_gate(recorded, policy, overrides, failing):
     kb, fixture = recorded
     settings = kb.settings
@@ -125,7 +139,8 @@ def test_fixture_replay_gives_the_live_output_embeds_nothing_and_refuses_a_stale
     for policy in REPLAYED:
         replayed = as_report_run(kb, fixture, policy)
         assert [q["metrics"] for q in replayed["per_query"]] == [
-            {n: q["metrics"][n] for n in gate.GATED_METRICS} for q in live[policy]["per_query"]]
+            {n: q["metrics"][n] for n in gate.GATED_METRICS} for q in live[policy]["per_query"]
+        ]
         assert [q["ranking"] for q in replayed["per_query"]] == [q["ranking"] for q in live[policy]["per_query"]]
         assert replayed["no_answer"] == live[policy]["no_answer"]
     rrf = as_report_run(kb, fixture, "answer:hybrid", fusion="rrf")
@@ -141,8 +156,9 @@ def test_a_replay_with_other_settings_changes_nothing_of_the_knowledge_base(reco
     before = (kb.settings.model_dump(), kb.lookup_tool.config, kb.indexes.bm25.k1, kb.indexes.bm25.b)
     assigned = []
     original = KnowledgeBase.__setattr__
-    monkeypatch.setattr(KnowledgeBase, "__setattr__", lambda self, name, value: (assigned.append(name),
-                                                                                original(self, name, value)))
+    monkeypatch.setattr(
+        KnowledgeBase, "__setattr__", lambda self, name, value: (assigned.append(name), original(self, name, value))
+    )
     overrides = {"similarity_high": 0.9, "similarity_low": 0.9, "fusion": "rrf"}
     band = gate.noise_band(kb, DATASET, fixture, policy="answer:hybrid", seeds=0, overrides=overrides)
     assert band.answerable  # the replays ran
@@ -159,5 +175,12 @@ def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
     with pytest.raises(DatasetError, match="query_rewrite=off"):  # what a rewritten variant would ask
         recall("ERR_TIMEOUT err timeout", top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
     with pytest.raises(DatasetError, match="candidates per lane"):
-        run_policy(replay_retriever(tool, DATASET, fixture), DATASET, policy="hybrid", depth=fixture["depth"] + 1,
-                   names=["hit@1"], name="deep", overrides={})
+        run_policy(
+            replay_retriever(tool, DATASET, fixture),
+            DATASET,
+            policy="hybrid",
+            depth=fixture["depth"] + 1,
+            names=["hit@1"],
+            name="deep",
+            overrides={},
+        )

@@ -9,9 +9,15 @@ import pytest
 
 from kbseek.errors import QueryError
 from kbseek.service import KnowledgeBase
-from tests.conftest import EXAMPLES, ROOT, doc, write
+from tests.conftest import EXAMPLES, ROOT, doc
 
-PAY = doc("支付网关错误码定义", "ERR_TIMEOUT, 支付网关", "错误码", "# 支付网关错误码定义\n\n## ERR_TIMEOUT\n\n请求超时，检查下游响应。\n", category="api")
+PAY = doc(
+    "支付网关错误码定义",
+    "ERR_TIMEOUT, 支付网关",
+    "错误码",
+    "# 支付网关错误码定义\n\n## ERR_TIMEOUT\n\n请求超时，检查下游响应。\n",
+    category="api",
+)
 
 
 def test_changes_are_visible_to_the_next_query(kb, tmp_path):
@@ -35,7 +41,10 @@ def test_another_process_on_the_same_database_stays_fresh(settings):
 
 
 def test_dictionary_change_reanalyses_older_chunks(kb):
-    kb.upload(b"# Old\n\n\xe7\x86\x94\xe6\x96\xad\xe9\x99\x8d\xe7\xba\xa7\xe7\xad\x96\xe7\x95\xa5\xe8\xaf\xb4\xe6\x98\x8e\n", "old.md")
+    kb.upload(
+        b"# Old\n\n\xe7\x86\x94\xe6\x96\xad\xe9\x99\x8d\xe7\xba\xa7\xe7\xad\x96\xe7\x95\xa5\xe8\xaf\xb4\xe6\x98\x8e\n",
+        "old.md",
+    )
     before = kb.indexes.index_version
     tokens = kb.indexes.analyzer.tokens("熔断降级")
     assert "熔断降级" not in tokens
@@ -87,8 +96,9 @@ def test_search_json_matches_its_schema_and_lookup_explains_the_filter(tmp_path)
     assert data["hits"][0]["path"] == "api/payment-errors.md"
     human = runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--explain"])
     assert "troubleshoot/jvm-oom.md" in human.stdout and "single domain: troubleshoot" in human.stdout
-    filtered = runner.invoke(app, ["--home", home, "lookup", "jmap 内存泄漏", "--explain"],
-                             env={"KBSEEK_DOMAIN_FILTER": "true"})
+    filtered = runner.invoke(
+        app, ["--home", home, "lookup", "jmap 内存泄漏", "--explain"], env={"KBSEEK_DOMAIN_FILTER": "true"}
+    )
     assert "filter: category=troubleshoot from l0_single_domain" in filtered.stdout
 
 
@@ -102,7 +112,8 @@ def test_token_cache_makes_a_restart_analyse_nothing(settings):
     second = KnowledgeBase.open(settings)
     assert second.indexes.counters == {"analysed": 0, "from_cache": analysed}
     assert [(h.chunk.id, round(h.score, 5)) for h in second.search("HighCPUUsage").hits] == [
-        (h.chunk.id, round(h.score, 5)) for h in expected]
+        (h.chunk.id, round(h.score, 5)) for h in expected
+    ]
     # a new keyword changes the dictionary: the cache is retagged, not thrown away
     second.upload(doc("新", "限流熔断", "s", "# 新\n\n限流熔断\n").encode(), "new.md")
     second.close()

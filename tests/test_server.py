@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import anyio
 import httpx
 import pytest
+from conftest import EXAMPLES
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from serving import KBSEEK, running_server
 from typer.testing import CliRunner
 
-from conftest import EXAMPLES
-from serving import KBSEEK, running_server
 from kbseek.interfaces.cli import app
 
 GOLDEN = EXAMPLES / "eval" / "golden-cases.json"
@@ -27,8 +27,13 @@ READ, WRITE = "r-key-for-tests", "w-key-for-tests"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("serve") / "home"
-    env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "none", "KBSEEK_API_KEY": WRITE,
-           "KBSEEK_READ_API_KEY": READ}
+    env = {
+        **os.environ,
+        "KBSEEK_HOME": str(home),
+        "KBSEEK_EMBEDDER": "none",
+        "KBSEEK_API_KEY": WRITE,
+        "KBSEEK_READ_API_KEY": READ,
+    }
     subprocess.run([KBSEEK, "ingest", str(EXAMPLES / "knowledge_base")], env=env, check=True, capture_output=True)
     with running_server(env, home.parent / "serve.log") as base:
         yield base
@@ -43,10 +48,19 @@ def test_rest_over_a_real_socket(server):
     ready = httpx.get(f"{server}/ready").json()
     assert ready["ready"] and ready["checks"]["indexes"]["documents"] == 16
     assert httpx.post(f"{server}/api/lookup", json={"query": "jmap"}).status_code == 401
-    answer = httpx.post(f"{server}/api/lookup", json={"query": "jmap 内存泄漏", "session_id": "srv"}, headers=auth(READ))
+    answer = httpx.post(
+        f"{server}/api/lookup", json={"query": "jmap 内存泄漏", "session_id": "srv"}, headers=auth(READ)
+    )
     assert answer.status_code == 200 and answer.json()["documents"][0]["source_path"] == "troubleshoot/jvm-oom.md"
-    files = [("files", ("srv.md", "---\ntitle: 服务器测试\nkeywords: [SRV_E777]\nsummary: s\n---\n# 服务器测试\n\nSRV_E777 出现时重启。"
-                        .encode()))]
+    files = [
+        (
+            "files",
+            (
+                "srv.md",
+                "---\ntitle: 服务器测试\nkeywords: [SRV_E777]\nsummary: s\n---\n# 服务器测试\n\nSRV_E777 出现时重启。".encode(),
+            ),
+        )
+    ]
     assert httpx.post(f"{server}/api/documents", files=files, headers=auth(READ)).status_code == 403
     made = httpx.post(f"{server}/api/documents", files=files, data={"category": "ops"}, headers=auth(WRITE))
     assert made.status_code == 201, made.text
@@ -71,7 +85,9 @@ def test_mcp_over_streamable_http(server):
         async with httpx.AsyncClient() as plain:
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
             assert (await plain.post(f"{server}/mcp", json=body)).status_code == 401
-            foreign = await plain.post(f"{server}/mcp", json=body, headers={**auth(READ), "Origin": "https://evil.example"})
+            foreign = await plain.post(
+                f"{server}/mcp", json=body, headers={**auth(READ), "Origin": "https://evil.example"}
+            )
             assert foreign.status_code == 403 and foreign.json()["error"]["data"]["code"] == "forbidden_origin"
 
     anyio.run(main)

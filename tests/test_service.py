@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from kbseek.errors import NotFoundError, UnsafePathError
+from kbseek.errors import NotFoundError
 from kbseek.service import KnowledgeBase
 from tests.conftest import doc, write
 
-GOOD = doc("支付网关错误码定义", "ERR_TIMEOUT, 支付网关", "错误码含义", "# 支付网关错误码定义\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n**含义**：请求超时。\n", category="api")
+GOOD = doc(
+    "支付网关错误码定义",
+    "ERR_TIMEOUT, 支付网关",
+    "错误码含义",
+    "# 支付网关错误码定义\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n**含义**：请求超时。\n",
+    category="api",
+)
 
 
 def test_folder_ingest_uses_relative_paths_and_categories(kb, tmp_path):
@@ -67,8 +72,15 @@ def test_single_file_and_upload_use_category_and_file_name(kb, tmp_path):
 
 @pytest.mark.parametrize(
     "name, category",
-    [("../escape.md", None), ("/etc/passwd.md", None), ("a\x00b.md", None), ("ok.md", ".."),
-     ("ok.md", "a/b"), ("bad\x1bname.md", None), ("ok.md", "cat\n")],
+    [
+        ("../escape.md", None),
+        ("/etc/passwd.md", None),
+        ("a\x00b.md", None),
+        ("ok.md", ".."),
+        ("ok.md", "a/b"),
+        ("bad\x1bname.md", None),
+        ("ok.md", "cat\n"),
+    ],
 )
 def test_unsafe_upload_names_are_refused(kb, name, category):
     report = kb.upload(GOOD.encode(), name, category=category)

@@ -12,12 +12,12 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from serving import KBSEEK, console_script
 
-SOURCES = sorted(p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
-                 if p != Path(__file__).resolve())  # this file names what it looks for
+SOURCES = sorted(
+    p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")] if p != Path(__file__).resolve()
+)  # this file names what it looks for
 CHECKOUT_DIRS = ("examples/", "eval/", "src/", "benchmarks/", "tests/", "docs/", "schemas/")
 # 5432: the PostgreSQL the suite documents (KBSEEK_TEST_PG_URL overrides it); 9: the discard port, where a test
 # needs an address nothing answers on
@@ -27,8 +27,11 @@ LOCAL_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|0\.0\.0\.0):(\d+)")
 
 def _docstrings(tree: ast.AST) -> set[int]:
     nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
-    return {id(body[0].value) for body in (getattr(n, "body", []) for n in nodes)
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)}
+    return {
+        id(body[0].value)
+        for body in (getattr(n, "body", []) for n in nodes)
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    }
 
 
 def problems_in(source: str, name: str) -> list[str]:
@@ -43,11 +46,18 @@ def problems_in(source: str, name: str) -> list[str]:
     skip = _docstrings(tree)
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str) and node.args[0].value.startswith(CHECKOUT_DIRS) \
-                and isinstance(node.func, ast.Name) and node.func.id in ("Path", "open"):
-            found.append(f"{name}:{node.lineno}: {node.args[0].value!r}: relative to the working directory "
-                         "(join it to ROOT)")
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and node.args[0].value.startswith(CHECKOUT_DIRS)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("Path", "open")
+        ):
+            found.append(
+                f"{name}:{node.lineno}: {node.args[0].value!r}: relative to the working directory (join it to ROOT)"
+            )
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in skip:
             continue
         text = node.value

@@ -11,11 +11,18 @@ from typer.testing import CliRunner
 
 from kbseek.errors import InvalidRequest
 from kbseek.interfaces.cli import app
+from kbseek.lookup import LookupRequest
 from kbseek.lookup.schema import (
-    CATEGORIES, LOOKUP, SECTION, TOOLS, input_schema, mcp_tool_definition, openai_tool_schema, parse_request,
+    CATEGORIES,
+    LOOKUP,
+    SECTION,
+    TOOLS,
+    input_schema,
+    mcp_tool_definition,
+    openai_tool_schema,
+    parse_request,
     tool_descriptions,
 )
-from kbseek.lookup import LookupRequest
 
 runner = CliRunner()
 
@@ -68,10 +75,19 @@ def test_lookup_schema_mirrors_the_request_model():
 
 VALID = [
     {"query": "ERR_TIMEOUT 支付超时"},
-    {"query": "HighCPUUsage firing on api-7", "session_id": "diag-42:run@1", "category": "ops",
-     "filters": {"service": "payment", "tags": ["db", "cpu"]}, "top_k": 50, "policy": "lexical",
-     "expand": "neighbors", "section": "ops/high-cpu.md#mitigation", "dedup": "document", "budget_chars": 200,
-     "rewrite": "multi"},
+    {
+        "query": "HighCPUUsage firing on api-7",
+        "session_id": "diag-42:run@1",
+        "category": "ops",
+        "filters": {"service": "payment", "tags": ["db", "cpu"]},
+        "top_k": 50,
+        "policy": "lexical",
+        "expand": "neighbors",
+        "section": "ops/high-cpu.md#mitigation",
+        "dedup": "document",
+        "budget_chars": 200,
+        "rewrite": "multi",
+    },
 ]
 INVALID = [
     ({}, "query"),
@@ -112,8 +128,18 @@ def test_openai_schema_and_descriptions():
     assert tool["type"] == "function" and tool["function"]["name"] == "lookup_knowledge"
     assert tool["function"]["parameters"] == input_schema(LOOKUP)
     text = tool["function"]["description"]
-    for needle in ("Chinese", "English", "error code", "alert name", "session_id", "PRECISE", "HIGHLY_RELEVANT",
-                   "REFERENCE", "no_confident_match", "DEDUPED"):
+    for needle in (
+        "Chinese",
+        "English",
+        "error code",
+        "alert name",
+        "session_id",
+        "PRECISE",
+        "HIGHLY_RELEVANT",
+        "REFERENCE",
+        "no_confident_match",
+        "DEDUPED",
+    ):
         assert needle in text
     assert set(tool_descriptions) == {LOOKUP, SECTION, CATEGORIES}
     for name in TOOLS:
@@ -127,8 +153,11 @@ def test_other_tools_validate_strictly():
     assert input_schema(SECTION)["required"] == ["document", "section"]
     assert input_schema(CATEGORIES)["properties"] == {}
     assert parse_request(SECTION, {"document": " a.md ", "section": "x"}).document == "a.md"
-    for arguments, field in (({"document": "a.md"}, "section"), ({"document": "a.md", "section": "  "}, "section"),
-                             ({"document": 1, "section": "x"}, "document")):
+    for arguments, field in (
+        ({"document": "a.md"}, "section"),
+        ({"document": "a.md", "section": "  "}, "section"),
+        ({"document": 1, "section": "x"}, "document"),
+    ):
         with pytest.raises(InvalidRequest, match=f"get_document_section request: {field}"):
             parse_request(SECTION, arguments)
     with pytest.raises(InvalidRequest, match="verbose: Extra inputs"):

@@ -13,8 +13,18 @@ DIM = 8
 
 
 def record(chunk_id: str, vector: list[float], category: str = "api") -> VectorRecord:
-    return VectorRecord(chunk_id, np.asarray(vector, dtype=np.float32), f"doc-{chunk_id}", category,
-                        f"{category}/x.md", "x.md", 0, 1, "标题", "标题 > 章节")
+    return VectorRecord(
+        chunk_id,
+        np.asarray(vector, dtype=np.float32),
+        f"doc-{chunk_id}",
+        category,
+        f"{category}/x.md",
+        "x.md",
+        0,
+        1,
+        "标题",
+        "标题 > 章节",
+    )
 
 
 def basis(i: int, noise: float = 0.0) -> list[float]:

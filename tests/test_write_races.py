@@ -14,7 +14,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -30,17 +29,26 @@ from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase
 
 PATHS = ("race/one.md", "race/two.md")  # one folder: deleting one may empty it while the other is written
-ALLOWED = {"POST": {200, 201, 409}, "PUT": {200, 404, 409}, "DELETE": {200, 404, 409}, "GET": {200, 404},
-           "REINDEX": {200, 409}}
+ALLOWED = {
+    "POST": {200, 201, 409},
+    "PUT": {200, 404, 409},
+    "DELETE": {200, 404, 409},
+    "GET": {200, 404},
+    "REINDEX": {200, 409},
+}
 LEAKS = ("INSERT ", "SELECT ", "UPDATE ", "DELETE FROM", "sqlite3.", "psycopg.", "[SQL", "Traceback")
 
 
 def body(client: int, n: int) -> bytes:
     """A distinct document per (client, n); its section count varies so chunk rows come and go."""
-    sections = "\n\n".join(f"## 步骤 {i}\n\n客户端 {client} 第 {n} 次写入，检查 RACE_{client}_{n}_{i}。"
-                           for i in range(1 + (client + n) % 3))
-    return (f"---\ntitle: 竞争写入 {client}-{n}\nkeywords: [RACE_{client}_{n}]\nsummary: race {client} {n}\n---\n"
-            f"# 竞争写入\n\n{sections}\n").encode()
+    sections = "\n\n".join(
+        f"## 步骤 {i}\n\n客户端 {client} 第 {n} 次写入，检查 RACE_{client}_{n}_{i}。"
+        for i in range(1 + (client + n) % 3)
+    )
+    return (
+        f"---\ntitle: 竞争写入 {client}-{n}\nkeywords: [RACE_{client}_{n}]\nsummary: race {client} {n}\n---\n"
+        f"# 竞争写入\n\n{sections}\n"
+    ).encode()
 
 
 def drift(kb: KnowledgeBase) -> list[str]:
@@ -63,8 +71,11 @@ def rows_inconsistent(repository: SqlRepository) -> list[str]:
     with repository.engine.connect() as conn:
         counts = dict(conn.execute(select(ChunkRow.document_id, func.count()).group_by(ChunkRow.document_id)).all())
         docs = conn.execute(select(DocumentRow.id, DocumentRow.path, DocumentRow.chunk_count)).all()
-    problems = [f"{path}: {counts.get(doc_id, 0)} chunk rows, {chunk_count} expected"
-                for doc_id, path, chunk_count in docs if counts.get(doc_id, 0) != chunk_count]
+    problems = [
+        f"{path}: {counts.get(doc_id, 0)} chunk rows, {chunk_count} expected"
+        for doc_id, path, chunk_count in docs
+        if counts.get(doc_id, 0) != chunk_count
+    ]
     return problems + [f"chunks of a missing document {doc_id}" for doc_id in set(counts) - {d[0] for d in docs}]
 
 
@@ -112,8 +123,11 @@ def api_work(client: TestClient, storm: Storm) -> Callable[[int, random.Random, 
         path = rng.choice(PATHS)
         roll = rng.random()
         if roll < 0.35:
-            r = client.post("/api/documents", files=[("files", (path.split("/")[1], body(c, n), "text/markdown"))],
-                            data={"category": "race"})
+            r = client.post(
+                "/api/documents",
+                files=[("files", (path.split("/")[1], body(c, n), "text/markdown"))],
+                data={"category": "race"},
+            )
             op = "POST"
         elif roll < 0.6:
             r, op = client.put(f"/api/documents/{path}", files={"file": ("x.md", body(c, n))}), "PUT"
@@ -122,6 +136,7 @@ def api_work(client: TestClient, storm: Storm) -> Callable[[int, random.Random, 
         else:
             r, op = client.get(f"/api/documents/{path}"), "GET"
         storm.note(op, r.status_code, r.text)
+
     return work
 
 
@@ -194,6 +209,7 @@ def _repair_waiting(kb: KnowledgeBase) -> bool:
 
 def service_work(kbs: list[KnowledgeBase], storm: Storm) -> Callable[[int, random.Random, int], None]:
     """Writes straight through ``KnowledgeBase`` objects: client ``c`` uses ``kbs[c % len(kbs)]``."""
+
     def work(c: int, rng: random.Random, n: int) -> None:
         kb, path = kbs[c % len(kbs)], rng.choice(PATHS)
         roll = rng.random()
@@ -216,6 +232,7 @@ def service_work(kbs: list[KnowledgeBase], storm: Storm) -> Callable[[int, rando
             storm.note(op, 409 if report.error_code == "conflict" else 503, report.reason or "")
         else:
             storm.note(op, 200)
+
     return work
 
 
@@ -265,8 +282,9 @@ def test_a_token_cache_write_and_a_document_write_never_overlap(kb):
     writer.start()
     assert inside.wait(timeout=60)
     results: dict[str, object] = {}
-    replacer = threading.Thread(target=lambda: (results.update(report=kb.replace("race/one.md", body(2, 2))),
-                                                replaced.set()))
+    replacer = threading.Thread(
+        target=lambda: (results.update(report=kb.replace("race/one.md", body(2, 2))), replaced.set())
+    )
     replacer.start()
     while not replaced.wait(timeout=0.01) and not _waiting_on_advisory_lock(kb):
         pass  # until the replace is done (it did not wait) or waits for the cache write

@@ -30,19 +30,51 @@ _EXPORTS = {
     "LookupResult": "kbseek.core.results",
     "IngestReport": "kbseek.home.ingest",
     "FileReport": "kbseek.home.ingest",
-    **{name: "kbseek.errors" for name in (
-        "KbseekError", "ConfigError", "DocumentError", "FrontmatterError", "TooLargeError", "UnsafePathError",
-        "NotFoundError", "StorageError", "StorageFullError", "WriteConflictError", "InvalidRequest", "QueryError",
-        "EmbeddingError", "HomeInUse", "ReadOnlyError", "SchemaNotCurrent", "DatasetError")},
+    **{
+        name: "kbseek.errors"
+        for name in (
+            "KbseekError",
+            "ConfigError",
+            "DocumentError",
+            "FrontmatterError",
+            "TooLargeError",
+            "UnsafePathError",
+            "NotFoundError",
+            "StorageError",
+            "StorageFullError",
+            "WriteConflictError",
+            "InvalidRequest",
+            "QueryError",
+            "EmbeddingError",
+            "HomeInUse",
+            "ReadOnlyError",
+            "SchemaNotCurrent",
+            "DatasetError",
+        )
+    },
 }
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads each name on first use
     from kbseek.core.results import LookupResult, RecallResult, SearchResult
     from kbseek.errors import (
-        ConfigError, DatasetError, DocumentError, EmbeddingError, FrontmatterError, HomeInUse, InvalidRequest,
-        KbseekError, NotFoundError, QueryError, ReadOnlyError, SchemaNotCurrent, StorageError, StorageFullError,
-        TooLargeError, UnsafePathError, WriteConflictError,
+        ConfigError,
+        DatasetError,
+        DocumentError,
+        EmbeddingError,
+        FrontmatterError,
+        HomeInUse,
+        InvalidRequest,
+        KbseekError,
+        NotFoundError,
+        QueryError,
+        ReadOnlyError,
+        SchemaNotCurrent,
+        StorageError,
+        StorageFullError,
+        TooLargeError,
+        UnsafePathError,
+        WriteConflictError,
     )
     from kbseek.home.ingest import FileReport, IngestReport
     from kbseek.lookup.types import LookupRequest, LookupResponse

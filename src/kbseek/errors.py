@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-BY_CODE: dict[str, type["KbseekError"]] = {}  # every error class by its stable code (the first class to use it)
+BY_CODE: dict[str, type[KbseekError]] = {}  # every error class by its stable code (the first class to use it)
 
 
 class KbseekError(Exception):
@@ -50,9 +49,7 @@ class DocumentError(KbseekError):
     code = "document_error"
     http_status = 422
 
-    def __init__(
-        self, message: str, *, source: str, line: int | None = None, hint: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, source: str, line: int | None = None, hint: str | None = None) -> None:
         where = f"{source}:{line}" if line else source
         super().__init__(f"{where}: {message}", hint=hint)
         self.source = source
@@ -203,9 +200,7 @@ def http_status(code: str | None, default: int = 422) -> int:
 
 
 # Hints written for the command line, as each other interface says them: (hint, REST, MCP)
-_EDGE_HINTS = (
-    ("see 'kbseek docs list'", "see GET /api/documents", "resources/list names every document"),
-)
+_EDGE_HINTS = (("see 'kbseek docs list'", "see GET /api/documents", "resources/list names every document"),)
 # What failed inside the server, said without its internals (SQL text, file paths, URLs stay in the log)
 INTERNAL_FAILURES = {
     "storage_error": "the knowledge base could not store or read the data; nothing half-written was kept",

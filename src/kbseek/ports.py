@@ -72,7 +72,11 @@ class VectorStore(Protocol):
     def delete(self, chunk_ids: Sequence[str]) -> None: ...
 
     def search(
-        self, vector: np.ndarray, *, top_k: int, categories: Sequence[str] | None = None,
+        self,
+        vector: np.ndarray,
+        *,
+        top_k: int,
+        categories: Sequence[str] | None = None,
         threshold: float | None = None,
     ) -> list[VectorHit]: ...
 
@@ -97,8 +101,9 @@ class SessionLedger(Protocol):
 
     def seen(self, session_id: str) -> dict[str, int]: ...
 
-    def remember(self, session_id: str, call: int, query: str,
-                 given: Iterable[tuple[str, str, str | None]]) -> None: ...
+    def remember(
+        self, session_id: str, call: int, query: str, given: Iterable[tuple[str, str, str | None]]
+    ) -> None: ...
 
 
 class InvocationRecorder(Protocol):

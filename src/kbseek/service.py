@@ -13,35 +13,35 @@ from typing import Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
-from kbseek.adapters.sql.engine import make_engine
-from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.audit import AuditStore
+from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.invocations import InvocationStore
+from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.sessions import SessionStore
 from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import StoredDocument
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
-from kbseek.retrieval import recall as retrieval
 from kbseek.core.relevance import Thresholds
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
-from kbseek.retrieval.vectors import open_dense
 from kbseek.errors import HomeInUse, KbseekError, NotFoundError, StorageError
-from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.sections import section_reference
 from kbseek.home.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
 from kbseek.home.ownership import owner_of
 from kbseek.home.readonly import read_only_parts
-from kbseek.observability.logs import current_actor, current_request_id, request_scope
-from kbseek.settings import Settings
-from kbseek.observability.metrics import Telemetry
-from kbseek.observability.redact import redact
 from kbseek.home.writelocks import WriteLocks
 from kbseek.lookup.config import LookupConfig, fusion_config
 from kbseek.lookup.tool import IndexRecall, LookupTool
 from kbseek.lookup.types import LookupRequest, LookupResponse
+from kbseek.observability.logs import current_actor, current_request_id, request_scope
+from kbseek.observability.metrics import Telemetry
+from kbseek.observability.redact import redact
+from kbseek.retrieval import recall as retrieval
+from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.sections import section_reference
+from kbseek.retrieval.vectors import open_dense
+from kbseek.settings import Settings
 
 log = logging.getLogger("kbseek")
 ProgressCallback = Callable[[FileReport, int, int], None]
@@ -51,10 +51,12 @@ T = TypeVar("T")
 def _alone(method: Callable[..., T]) -> Callable[..., T]:
     """Run a ``KnowledgeBase`` method holding the home exclusively (``WriteLocks.repairing``): no write of
     this process or another one on the home is half done while it runs, and none starts."""
+
     @functools.wraps(method)
-    def alone(self: "KnowledgeBase", *args: Any, **kwargs: Any) -> T:
+    def alone(self: KnowledgeBase, *args: Any, **kwargs: Any) -> T:
         with self.writes.repairing():
             return method(self, *args, **kwargs)
+
     return alone
 
 
@@ -74,19 +76,34 @@ class KnowledgeBase:
         self.repository = repository
         self.files = files
         self.writes = WriteLocks(settings.home / "locks")  # writes of one path take turns; a repair runs alone
-        self.indexes = Indexes(repository, k1=settings.bm25_k1, b=settings.bm25_b, dense=open_dense(settings, repository),
-                               retry_s=settings.dense_retry_s, retry_max_s=settings.dense_retry_max_s)
+        self.indexes = Indexes(
+            repository,
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
+            dense=open_dense(settings, repository),
+            retry_s=settings.dense_retry_s,
+            retry_max_s=settings.dense_retry_max_s,
+        )
         self.sessions = SessionStore(repository.engine)
         self.telemetry = Telemetry()
-        self.invocations = InvocationStore(repository.engine, on_failure=self.telemetry.record_failures.inc,
-                                           retention_days=settings.invocation_retention_days,
-                                           max_rows=settings.invocation_max_rows)
+        self.invocations = InvocationStore(
+            repository.engine,
+            on_failure=self.telemetry.record_failures.inc,
+            retention_days=settings.invocation_retention_days,
+            max_rows=settings.invocation_max_rows,
+        )
         self.audit = AuditStore(repository.engine)
         self.startup_repair: dict[str, int] = {}  # what KnowledgeBase.open repaired (shown by /ready)
         self._rewriter: tuple[str, QueryRewriter] | None = None
-        self.lookup_tool = LookupTool(indexes=self.indexes, config=LookupConfig.from_settings(settings),
-                                      recall=IndexRecall(self.indexes), rewriter=self.rewriter, sessions=self.sessions,
-                                      invocations=self.invocations, telemetry=self.telemetry)
+        self.lookup_tool = LookupTool(
+            indexes=self.indexes,
+            config=LookupConfig.from_settings(settings),
+            recall=IndexRecall(self.indexes),
+            rewriter=self.rewriter,
+            sessions=self.sessions,
+            invocations=self.invocations,
+            telemetry=self.telemetry,
+        )
         self.chunking = ChunkingConfig(
             chunk_size=settings.chunk_size,
             overlap=settings.chunk_overlap,
@@ -98,8 +115,9 @@ class KnowledgeBase:
         )
 
     @classmethod
-    def open(cls, settings: Settings | None = None, *, migrate_schema: bool = True,
-             read_only: bool = False) -> "KnowledgeBase":
+    def open(
+        cls, settings: Settings | None = None, *, migrate_schema: bool = True, read_only: bool = False
+    ) -> KnowledgeBase:
         """Connect, migrate, repair drift between the database and the file store, sync scan dirs.
 
         With ``read_only`` it writes nothing of the knowledge base (``kbseek.home.readonly``): no migration (the schema
@@ -142,8 +160,9 @@ class KnowledgeBase:
             if not read_only:  # the owner reports the state of the documents once; readers stay quiet
                 warned = sorted(kb.repository.warnings())
                 if warned:
-                    log.warning("%d document(s) have warnings (kbseek docs show PATH): %s", len(warned),
-                                ", ".join(warned[:10]))
+                    log.warning(
+                        "%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10])
+                    )
                 for item in kb.lint():  # advice, not trouble: 'kbseek docs lint' and ingest reports show it too
                     log.info("lint: %s", item["message"])
             return kb
@@ -155,7 +174,7 @@ class KnowledgeBase:
             self.indexes.dense.close()
         self.repository.engine.dispose()
 
-    def __enter__(self) -> "KnowledgeBase":
+    def __enter__(self) -> KnowledgeBase:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -179,7 +198,9 @@ class KnowledgeBase:
                 category = safe_category(category)
             plan = plan_ingest(inputs)
             for missing in plan.missing:
-                report.files.append(FileReport(source=missing, status="failed", reason="no such file or folder", error_code="not_found"))
+                report.files.append(
+                    FileReport(source=missing, status="failed", reason="no such file or folder", error_code="not_found")
+                )
             known = self.repository.hashes()
             total = len(plan.files)
             seen: set[str] = set()
@@ -197,7 +218,9 @@ class KnowledgeBase:
             self.indexes.refresh()
             report.duration_ms = (time.perf_counter() - started) * 1000
             counts = report.counts
-            log.info("ingest finished: %s time=%.0fms", " ".join(f"{k}={v}" for k, v in counts.items()), report.duration_ms)
+            log.info(
+                "ingest finished: %s time=%.0fms", " ".join(f"{k}={v}" for k, v in counts.items()), report.duration_ms
+            )
             return report
 
     def ingest_documents(self, documents: Iterable[tuple[str, bytes]], *, origin: str) -> IngestReport:
@@ -292,8 +315,13 @@ class KnowledgeBase:
         return report
 
     def _store_if_changed(
-        self, data: bytes, path: str, category: str | None, source: str,
-        known: dict[str, tuple[str, str | None]], report: FileReport,
+        self,
+        data: bytes,
+        path: str,
+        category: str | None,
+        source: str,
+        known: dict[str, tuple[str, str | None]],
+        report: FileReport,
     ) -> None:
         stored = known.get(path)
         if stored is not None and stored[0] == sha256_hex(data) and stored[1] == source:
@@ -308,7 +336,14 @@ class KnowledgeBase:
         return upload_path(file_name, category or DEFAULT_CATEGORY)
 
     def _store(
-        self, data: bytes, path: str, category: str | None, origin: str | None, report: FileReport, *, source: str,
+        self,
+        data: bytes,
+        path: str,
+        category: str | None,
+        origin: str | None,
+        report: FileReport,
+        *,
+        source: str,
         must_exist: bool = False,
     ) -> None:
         timings: dict[str, float] = {}
@@ -324,8 +359,9 @@ class KnowledgeBase:
             if previous != data:
                 self.files.write(path, data)
             try:
-                report.status = self.repository.save(doc, origin=origin, must_exist=must_exist,
-                                                     audit=self._audit_fields(len(data), parse_ms))
+                report.status = self.repository.save(
+                    doc, origin=origin, must_exist=must_exist, audit=self._audit_fields(len(data), parse_ms)
+                )
                 if report.status == "missing":
                     raise _no_document(path)
             except BaseException:
@@ -341,7 +377,12 @@ class KnowledgeBase:
         report.timings_ms = timings
         log.info(
             "document %s: path=%s chunks=%d parse=%.1fms chunk=%.1fms store=%.1fms",
-            report.status, path, len(doc.chunks), timings["parse_ms"], timings["chunk_ms"], timings["store_ms"],
+            report.status,
+            path,
+            len(doc.chunks),
+            timings["parse_ms"],
+            timings["chunk_ms"],
+            timings["store_ms"],
         )
         for warning in doc.warnings:  # also in the report; start-up scans log them as warnings
             log.info("%s", warning)
@@ -349,16 +390,29 @@ class KnowledgeBase:
     @staticmethod
     def _audit_fields(size_bytes: int | None = None, duration_ms: float | None = None) -> dict[str, Any]:
         actor, key_id = current_actor()
-        return {"actor": actor, "key_id": key_id, "request_id": current_request_id(), "size_bytes": size_bytes,
-                "duration_ms": duration_ms}
+        return {
+            "actor": actor,
+            "key_id": key_id,
+            "request_id": current_request_id(),
+            "size_bytes": size_bytes,
+            "duration_ms": duration_ms,
+        }
 
     def _rejected(self, path: str, reason: str, size_bytes: int | None) -> None:
         fields = self._audit_fields(size_bytes)
-        self.audit.record_rejection(path, reason, actor=fields["actor"], key_id=fields["key_id"],
-                                    request_id=fields["request_id"], size_bytes=size_bytes)
+        self.audit.record_rejection(
+            path,
+            reason,
+            actor=fields["actor"],
+            key_id=fields["key_id"],
+            request_id=fields["request_id"],
+            size_bytes=size_bytes,
+        )
         self.telemetry.observe_write("rejected")
 
-    def _prune(self, roots: list[Path], seen: set[str], known: dict[str, tuple[str, str | None]], report: IngestReport) -> None:
+    def _prune(
+        self, roots: list[Path], seen: set[str], known: dict[str, tuple[str, str | None]], report: IngestReport
+    ) -> None:
         for root in roots:
             prefix = f"{root}/"
             for path, (_, origin) in sorted(known.items()):
@@ -372,12 +426,25 @@ class KnowledgeBase:
     def fusion_config(self) -> retrieval.FusionConfig:
         return fusion_config(self.settings)
 
-    def search(self, query: str, *, top_k: int = 10, category: str | None = None, policy: str | None = None,
-               threshold: float | None = None) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        category: str | None = None,
+        policy: str | None = None,
+        threshold: float | None = None,
+    ) -> SearchResult:
         """Ranked chunks with their lane scores (what ``/api/search/similar`` shows)."""
-        return retrieval.search(self.indexes, query, top_k=top_k, category=category,
-                                policy=_recall_policy(policy or self.settings.policy), threshold=threshold,
-                                config=self.fusion_config())
+        return retrieval.search(
+            self.indexes,
+            query,
+            top_k=top_k,
+            category=category,
+            policy=_recall_policy(policy or self.settings.policy),
+            threshold=threshold,
+            config=self.fusion_config(),
+        )
 
     def lookup_knowledge(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
         """The agent tool: levelled, grouped, deduplicated evidence (``kbseek.lookup.tool``)."""
@@ -391,19 +458,36 @@ class KnowledgeBase:
         seen: dict[str, dict[str, Any]] = {}
         paths = {d.id: d.path for d in self.indexes.documents.values()}
         for row in self.sessions.given(session_id):
-            entry = seen.setdefault(row["document_id"], {"document_id": row["document_id"],
-                                                         "path": paths.get(row["document_id"]),
-                                                         "first_call": row["call"], "anchors": []})
+            entry = seen.setdefault(
+                row["document_id"],
+                {
+                    "document_id": row["document_id"],
+                    "path": paths.get(row["document_id"]),
+                    "first_call": row["call"],
+                    "anchors": [],
+                },
+            )
             if row["anchor"] is not None:
                 entry["anchors"].append(row["anchor"])
         return {
             "session_id": session_id,
-            "calls": [{"call": c["call"], "request_id": c["request_id"], "query": c["query"], "policy": c["policy"],
-                       "success": c["success"], "error": c["error"], "relevance_level": c["relevance_level"],
-                       "evidence_status": c["retrieval_details"].get("evidence_status"),
-                       "evidence": c["retrieval_details"].get("evidence", []),
-                       "deduplicated": c["retrieval_details"].get("deduplicated", []),
-                       "duration_ms": c["duration_ms"], "at": c["created_at"].isoformat()} for c in calls],
+            "calls": [
+                {
+                    "call": c["call"],
+                    "request_id": c["request_id"],
+                    "query": c["query"],
+                    "policy": c["policy"],
+                    "success": c["success"],
+                    "error": c["error"],
+                    "relevance_level": c["relevance_level"],
+                    "evidence_status": c["retrieval_details"].get("evidence_status"),
+                    "evidence": c["retrieval_details"].get("evidence", []),
+                    "deduplicated": c["retrieval_details"].get("deduplicated", []),
+                    "duration_ms": c["duration_ms"],
+                    "at": c["created_at"].isoformat(),
+                }
+                for c in calls
+            ],
             "documents_seen": list(seen.values()),
         }
 
@@ -421,13 +505,27 @@ class KnowledgeBase:
             self._rewriter = (version, QueryRewriter(identifiers, groups))
         return self._rewriter[1]
 
-    def lookup(self, query: str, *, top_k: int = 5, policy: str | None = None, category: str | None = None,
-               explain: bool = False) -> LookupResult:
+    def lookup(
+        self,
+        query: str,
+        *,
+        top_k: int = 5,
+        policy: str | None = None,
+        category: str | None = None,
+        explain: bool = False,
+    ) -> LookupResult:
         """The ranked recall under ``lookup_knowledge`` (L0 hint and fused chunks, no answer shaping)."""
         policy = _recall_policy(policy or self.settings.policy)
-        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy,
-                                category=category, use_domain_filter=self.settings.domain_filter,
-                                explain=explain, config=self.fusion_config())
+        return retrieval.lookup(
+            self.indexes,
+            query,
+            top_k=top_k,
+            policy=policy,
+            category=category,
+            use_domain_filter=self.settings.domain_filter,
+            explain=explain,
+            config=self.fusion_config(),
+        )
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -437,18 +535,28 @@ class KnowledgeBase:
             raise NotFoundError(f"no document with path or id {path!r}", hint="see 'kbseek docs list'")
         return doc
 
-    def list_documents(self, *, category: str | None = None, limit: int | None = None, offset: int = 0) -> list[StoredDocument]:
+    def list_documents(
+        self, *, category: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[StoredDocument]:
         return self.repository.list(category=category, limit=limit, offset=offset)
 
     def lint(self) -> list[dict[str, Any]]:
         """Keywords several documents share: they make L0 hints ambiguous, so each should name one document."""
         return [
-            {"keyword": keyword, "paths": paths, "message": f"keyword {keyword!r} is shared by {len(paths)} documents: {', '.join(paths)}"}
+            {
+                "keyword": keyword,
+                "paths": paths,
+                "message": f"keyword {keyword!r} is shared by {len(paths)} documents: {', '.join(paths)}",
+            }
             for keyword, paths in shared_keywords(self.repository.keywords()).items()
         ]
 
     def stats(self) -> dict[str, int]:
-        return {"documents": self.repository.count(), "chunks": self.repository.chunk_count(), "version": self.repository.version()}
+        return {
+            "documents": self.repository.count(),
+            "chunks": self.repository.chunk_count(),
+            "version": self.repository.version(),
+        }
 
     # -- repair --------------------------------------------------------------------------
 
@@ -483,7 +591,11 @@ class KnowledgeBase:
         Only the owner of the data home repairs, when nothing else writes it (``kbseek.home.ownership``).
         """
         found = self.drift()
-        counts = {"rewritten": len(found["rewrite"]), "orphaned": len(found["orphaned"]), "temp_removed": len(found["temp"])}
+        counts = {
+            "rewritten": len(found["rewrite"]),
+            "orphaned": len(found["orphaned"]),
+            "temp_removed": len(found["temp"]),
+        }
         if dry_run:
             return counts
         counts["temp_removed"] = self.files.remove_temp_files()
@@ -512,8 +624,12 @@ class KnowledgeBase:
             checks["database"] = {"ok": False, "error": type(exc).__name__}
         indexes = self.indexes
         checks["vector_store"] = indexes.dense_status()
-        checks["indexes"] = {"ok": indexes.version >= 0, "version": indexes.index_version,
-                             "documents": len(indexes.documents), "chunks": len(indexes.chunks)}
+        checks["indexes"] = {
+            "ok": indexes.version >= 0,
+            "version": indexes.index_version,
+            "documents": len(indexes.documents),
+            "chunks": len(indexes.chunks),
+        }
         ok = checks["database"]["ok"] and checks["indexes"]["ok"]
         degraded = [name for name, check in checks.items() if not check["ok"]] if ok else []
         return {"ready": ok, "degraded": degraded, "checks": checks, "repaired_at_start": self.startup_repair}
@@ -540,7 +656,7 @@ class KnowledgeBase:
         """A document's stored Markdown, frontmatter included (``None``: no document at ``path``)."""
         return self.repository.content(path)
 
-    def section(self, document: str, section: str) -> "LookupResponse":
+    def section(self, document: str, section: str) -> LookupResponse:
         """One section through ``lookup_knowledge(section=...)`` (the same rendering, budget and trace as a
         lookup), the document named by path, id, file name, stem or title (``sections.resolve_document`` by name).
         ``NotFoundError`` names the documents or the sections there are."""
@@ -548,25 +664,38 @@ class KnowledgeBase:
             reference = section_reference(self.indexes, document, section)
             return self.lookup_knowledge({"query": section, "section": reference})
 
-    def list_invocations(self, *, session_id: str | None = None, since: dt.datetime | None = None,
-                         level: str | None = None, failed: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+    def list_invocations(
+        self,
+        *,
+        session_id: str | None = None,
+        since: dt.datetime | None = None,
+        level: str | None = None,
+        failed: bool = False,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
         """Recorded ``lookup_knowledge`` calls, newest last (``failed``: only those that failed)."""
-        return self.invocations.list(session_id=session_id, since=since, level=level,
-                                     success=False if failed else None, limit=limit)
+        return self.invocations.list(
+            session_id=session_id, since=since, level=level, success=False if failed else None, limit=limit
+        )
 
-    def list_audit(self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None,
-                   limit: int = 100) -> list[dict[str, Any]]:
+    def list_audit(
+        self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
         """The write audit: who changed which document and when."""
         return self.audit.list(path=path, since=since, action=action, limit=limit)
 
     # -- end of what the edges ask --------------------------------------------------------------
 
+
 def _refuse_if_owned(home: Path) -> None:
     """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.home.ownership``)."""
     owner = owner_of(home)
     if owner is not None and owner.pid != os.getpid():
-        raise HomeInUse(f"{home} is owned by {owner.describe()}",
-                        owner=owner, hint="open it read-only beside the owner: KnowledgeBase.open(settings, read_only=True)")
+        raise HomeInUse(
+            f"{home} is owned by {owner.describe()}",
+            owner=owner,
+            hint="open it read-only beside the owner: KnowledgeBase.open(settings, read_only=True)",
+        )
 
 
 def _no_document(path: str) -> NotFoundError:

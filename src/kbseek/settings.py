@@ -18,8 +18,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from kbseek.observability.redact import mask_url
 from kbseek.core import modes
+from kbseek.observability.redact import mask_url
 
 
 def _config_file() -> Path | None:
@@ -44,23 +44,40 @@ class Settings(BaseSettings):
     chunk_size: int = Field(default=800, ge=100, le=20_000, description="Max characters per chunk")
     chunk_overlap: int = Field(default=100, ge=0, description="Characters repeated between chunks")
     max_file_bytes: int = Field(default=2_000_000, ge=1, description="Larger files are refused")
-    scan_dirs: list[Path] = Field(
-        default_factory=list, description="Folders synced (by content hash) at start-up"
-    )
+    scan_dirs: list[Path] = Field(default_factory=list, description="Folders synced (by content hash) at start-up")
     scan_prune: bool = Field(default=False, description="Prune vanished files of scan_dirs")
     fsync: bool = Field(default=True, description="fsync stored originals before renaming")
     log_level: str = Field(default="WARNING")
     log_format: str = Field(default="text", description="text (readable) | json (one object per line)")
     slow_lookup_ms: float = Field(default=1000, ge=0, description="Lookups slower than this are logged at WARNING")
-    api_key: str = Field(default="", description="Bearer key every API write needs (empty: writes are open, "
-                                                 "unless read_api_key is set: then writes are closed)")
+    api_key: str = Field(
+        default="",
+        description="Bearer key every API write needs (empty: writes are open, "
+        "unless read_api_key is set: then writes are closed)",
+    )
     read_api_key: str = Field(default="", description="Bearer key API reads need, lookups included (empty: open)")
-    allowed_origins: list[str] = Field(default_factory=list, description="Browser origins allowed to write and to use /mcp besides loopback and same-origin")
-    max_request_bytes: int = Field(default=20_000_000, ge=1024, description="Larger API request bodies are refused (413)")
-    vectors_in_background: bool = Field(default=False, description="Embed changed documents in a worker thread: writes return once stored and lexically indexed (kbseek serve turns it on)")
-    golden_cases_file: Path | None = Field(default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json")
-    reports_dir: Path | None = Field(default=None, description="Evaluation reports the console lists and writes; default <home>/reports")
-    invocation_retention_days: int = Field(default=30, ge=0, description="Tool invocations older than this are pruned (at start-up and then hourly by the writer); 0 keeps all")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins allowed to write and to use /mcp besides loopback and same-origin",
+    )
+    max_request_bytes: int = Field(
+        default=20_000_000, ge=1024, description="Larger API request bodies are refused (413)"
+    )
+    vectors_in_background: bool = Field(
+        default=False,
+        description="Embed changed documents in a worker thread: writes return once stored and lexically indexed (kbseek serve turns it on)",
+    )
+    golden_cases_file: Path | None = Field(
+        default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json"
+    )
+    reports_dir: Path | None = Field(
+        default=None, description="Evaluation reports the console lists and writes; default <home>/reports"
+    )
+    invocation_retention_days: int = Field(
+        default=30,
+        ge=0,
+        description="Tool invocations older than this are pruned (at start-up and then hourly by the writer); 0 keeps all",
+    )
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
     policy: str = Field(default="hybrid", description="Default retrieval policy: hybrid | dense | lexical")
@@ -68,9 +85,16 @@ class Settings(BaseSettings):
     embedder_url: str = Field(default="", description="openai embedder: the /v1 base URL")
     embedder_model: str = Field(default="", description="openai embedder: the model name")
     embedder_api_key: str = Field(default="", description="openai embedder: Bearer key")
-    embedder_query_timeout_s: float = Field(default=5.0, gt=0, le=120, description="openai embedder: seconds a query embedding may take before the lexical lanes answer alone")
+    embedder_query_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        description="openai embedder: seconds a query embedding may take before the lexical lanes answer alone",
+    )
     embedding_input: str = Field(default="breadcrumb", description="full | breadcrumb | text (what is embedded)")
-    embed_summaries: bool = Field(default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary")
+    embed_summaries: bool = Field(
+        default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary"
+    )
     vector_store: str = Field(default="auto", description="auto | milvus | local")
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
     milvus_token: str = Field(default="", description="Milvus server token")
@@ -88,8 +112,10 @@ class Settings(BaseSettings):
     answer_budget_chars: int = Field(default=6000, ge=200, le=100_000, description="Characters of evidence per answer")
     answer_per_document: int = Field(default=3, ge=1, le=50, description="Evidence pieces per document")
     source_url_template: str = Field(
-        default="", description="Link for evidence, e.g. https://git.example.com/kb/blob/main/{path}#L{line}; "
-                                "fields {path} {category} {anchor} {line}")
+        default="",
+        description="Link for evidence, e.g. https://git.example.com/kb/blob/main/{path}#L{line}; "
+        "fields {path} {category} {anchor} {line}",
+    )
     query_rewrite: str = Field(default="off", description="off | expand | multi (rule-based query rewriting)")
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
     similarity_high: float | None = Field(default=None, ge=-1, le=1, description="Override the model's calibration")
@@ -101,17 +127,29 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host names the server answers to besides loopback names, IP addresses and the bind host "
-                    "(a guard against DNS rebinding); '*.example.com' for its subdomains, '*' for any")
+        "(a guard against DNS rebinding); '*.example.com' for its subdomains, '*' for any",
+    )
     # Bounds on what one document or caller can cost everybody else (docs/reliability.md)
     max_chunks_per_document: int = Field(default=2000, ge=1, description="A document cut into more chunks is refused")
     max_headings_per_document: int = Field(default=2000, ge=1, description="A document with more headings is refused")
     max_keywords_per_document: int = Field(default=100, ge=1, description="A frontmatter with more keywords is refused")
-    max_frontmatter_values: int = Field(default=1000, ge=1, description="A frontmatter with more fields and list items "
-                                        "(all levels, keywords included) is refused")
-    invocation_max_rows: int = Field(default=100_000, ge=0, description="Tool invocations kept at most (the oldest "
-                                     "go first, pruned hourly by the writer); 0 keeps all")
-    dense_retry_s: float = Field(default=5.0, ge=0, le=3600, description="After the embedder fails (or does not answer "
-                                 "at start-up), the first wait before a retry; it doubles each time")
+    max_frontmatter_values: int = Field(
+        default=1000,
+        ge=1,
+        description="A frontmatter with more fields and list items (all levels, keywords included) is refused",
+    )
+    invocation_max_rows: int = Field(
+        default=100_000,
+        ge=0,
+        description="Tool invocations kept at most (the oldest go first, pruned hourly by the writer); 0 keeps all",
+    )
+    dense_retry_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="After the embedder fails (or does not answer "
+        "at start-up), the first wait before a retry; it doubles each time",
+    )
     dense_retry_max_s: float = Field(default=300.0, gt=0, le=86_400, description="The longest wait between retries")
 
     @classmethod
@@ -154,18 +192,19 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _derive(self) -> "Settings":
+    def _derive(self) -> Settings:
         if self.chunk_overlap >= self.chunk_size // 2:
             raise ValueError(
-                f"chunk_overlap ({self.chunk_overlap}) must be under half of chunk_size "
-                f"({self.chunk_size})"
+                f"chunk_overlap ({self.chunk_overlap}) must be under half of chunk_size ({self.chunk_size})"
             )
         if self.source_url_template:
             try:
                 self.source_url_template.format(path="p", category="c", anchor="a", line=1)
             except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(f"source_url_template: unknown or malformed field {exc}; "
-                                 "use {path} {category} {anchor} {line}") from None
+                raise ValueError(
+                    f"source_url_template: unknown or malformed field {exc}; "
+                    "use {path} {category} {anchor} {line}"
+                ) from None
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'kbseek.db'}"
         return self
@@ -202,4 +241,3 @@ class Settings(BaseSettings):
             if data.get(secret):
                 data[secret] = "***"
         return data
-

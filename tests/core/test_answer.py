@@ -5,21 +5,45 @@ from __future__ import annotations
 import pytest
 
 from kbseek.core.answer import (
-    EXCERPT_LONG, EXCERPT_SHORT, Candidate, DocumentEvidence, assemble, compact_summary, cut, excerpt, join_chunks,
+    Candidate,
+    DocumentEvidence,
+    assemble,
     metadata_only,
 )
 from kbseek.core.models import Chunk, DocumentCard
 from kbseek.core.relevance import (
-    HIGHLY_RELEVANT, LEVEL_ORDER as ORDER, LEXICAL_ONLY, PRECISE, REFERENCE, Thresholds, level, strongest,
-    thresholds_for,
+    HIGHLY_RELEVANT,
+    PRECISE,
+    REFERENCE,
+    Thresholds,
+    level,
+)
+from kbseek.core.relevance import (
+    LEVEL_ORDER as ORDER,
 )
 
 T = Thresholds(0.87, 0.82, 0.8, 0.5, gap_high=0.02, gap_low=0.01)
 
 
 def chunk(doc: str, index: int, text: str, anchor: str = "a", start: int = 0) -> Chunk:
-    return Chunk(f"{doc}-{index}", doc, index, 9, doc.upper(), f"{doc.upper()} > {anchor}", ((2, anchor),), anchor,
-                 "ops", f"ops/{doc}.md", text, "h", start, start + len(text), index * 10 + 1, index * 10 + 5)
+    return Chunk(
+        f"{doc}-{index}",
+        doc,
+        index,
+        9,
+        doc.upper(),
+        f"{doc.upper()} > {anchor}",
+        ((2, anchor),),
+        anchor,
+        "ops",
+        f"ops/{doc}.md",
+        text,
+        "h",
+        start,
+        start + len(text),
+        index * 10 + 1,
+        index * 10 + 5,
+    )
 
 
 def info(doc: str, outline=()) -> DocumentCard:
@@ -30,29 +54,37 @@ def cand(c: Chunk, lvl: str = HIGHLY_RELEVANT, score: float = 1.0) -> Candidate:
     return Candidate((c,), score, {}, lvl)
 
 
-@pytest.mark.parametrize("sim, gap, cov, l0, expected", [
-    (0.90, 0.03, 0.0, "unique", PRECISE),       # L0 unique match + high similarity that stands out
-    (0.10, 0.00, 0.9, "unique", PRECISE),       # ... or full lexical coverage
-    (0.90, 0.03, 0.0, "match", HIGHLY_RELEVANT),  # strong, but L0 matched several documents
-    (0.84, 0.01, 0.0, "match", HIGHLY_RELEVANT),  # supported and an L0 match
-    (0.90, 0.015, 0.0, "none", REFERENCE),      # high cosine, but not far above the query's background
-    (0.84, 0.01, 0.0, "none", REFERENCE),
-    (None, 0.0, 0.6, "none", REFERENCE),
-    (0.95, 0.005, 0.4, "match", None),          # everything is about as similar: not evidence
-    (0.80, 0.05, 0.4, "match", None),           # below the cosine floor
-    (None, 0.0, 0.0, "unique", None),
-])
+@pytest.mark.parametrize(
+    "sim, gap, cov, l0, expected",
+    [
+        (0.90, 0.03, 0.0, "unique", PRECISE),  # L0 unique match + high similarity that stands out
+        (0.10, 0.00, 0.9, "unique", PRECISE),  # ... or full lexical coverage
+        (0.90, 0.03, 0.0, "match", HIGHLY_RELEVANT),  # strong, but L0 matched several documents
+        (0.84, 0.01, 0.0, "match", HIGHLY_RELEVANT),  # supported and an L0 match
+        (0.90, 0.015, 0.0, "none", REFERENCE),  # high cosine, but not far above the query's background
+        (0.84, 0.01, 0.0, "none", REFERENCE),
+        (None, 0.0, 0.6, "none", REFERENCE),
+        (0.95, 0.005, 0.4, "match", None),  # everything is about as similar: not evidence
+        (0.80, 0.05, 0.4, "match", None),  # below the cosine floor
+        (None, 0.0, 0.0, "unique", None),
+    ],
+)
 def test_levels_follow_seed_001(sim, gap, cov, l0, expected):
     assert level(sim, gap, cov, l0, T) == expected
 
 
-
-
 def test_levels_never_rise_down_the_answer():
     # fused order: a reference piece of A first, then a highly relevant piece of B, then A's precise piece
-    a1, b1, a2 = chunk("a", 1, "a one " * 40, "a1"), chunk("b", 1, "b one " * 40, "b1"), chunk("a", 2, "a two " * 40, "a2")
-    answer = assemble([cand(a1, REFERENCE, 0.9), cand(b1, HIGHLY_RELEVANT, 0.8), cand(a2, PRECISE, 0.7)],
-                      {"a": info("a"), "b": info("b")}, seen={})
+    a1, b1, a2 = (
+        chunk("a", 1, "a one " * 40, "a1"),
+        chunk("b", 1, "b one " * 40, "b1"),
+        chunk("a", 2, "a two " * 40, "a2"),
+    )
+    answer = assemble(
+        [cand(a1, REFERENCE, 0.9), cand(b1, HIGHLY_RELEVANT, 0.8), cand(a2, PRECISE, 0.7)],
+        {"a": info("a"), "b": info("b")},
+        seen={},
+    )
     assert [e.document.id for e in answer.documents] == ["a", "b"]  # A holds the precise piece
     assert [p.anchor for p in answer.documents[0].pieces] == ["a2", "a1"]
     assert [p.level for p in answer.documents[0].pieces] == [PRECISE, REFERENCE]
@@ -62,8 +94,9 @@ def test_levels_never_rise_down_the_answer():
 
 def test_a_reference_document_ranked_first_reads_after_a_highly_relevant_one():
     ref, high = chunk("r", 1, "r " * 200, "r1"), chunk("h", 1, "h " * 200, "h1")
-    answer = assemble([cand(ref, REFERENCE, 0.9), cand(high, HIGHLY_RELEVANT, 0.5)], {"r": info("r"), "h": info("h")},
-                      seen={})
+    answer = assemble(
+        [cand(ref, REFERENCE, 0.9), cand(high, HIGHLY_RELEVANT, 0.5)], {"r": info("r"), "h": info("h")}, seen={}
+    )
     assert [(e.document.id, e.level) for e in answer.documents] == [("h", HIGHLY_RELEVANT), ("r", REFERENCE)]
     # within a level the fused rank stands
     r2 = chunk("q", 1, "q " * 200, "q1")
@@ -82,8 +115,10 @@ OUTLINE = [{"heading": h, "anchor": h, "level": 2} for h in ("a1", "a2", "a3", "
 
 
 def five_pieces(doc: str = "a") -> list[Candidate]:
-    return [cand(chunk(doc, i, f"piece {i}. " * 30, f"a{i}", start=i * 1000), HIGHLY_RELEVANT, 1 - i / 10)
-            for i in range(1, 6)]
+    return [
+        cand(chunk(doc, i, f"piece {i}. " * 30, f"a{i}", start=i * 1000), HIGHLY_RELEVANT, 1 - i / 10)
+        for i in range(1, 6)
+    ]
 
 
 def test_the_per_document_cap_is_named_as_the_limit_and_leaves_the_evidence_complete():
@@ -106,8 +141,13 @@ def test_the_budget_is_named_when_it_cut_and_the_evidence_is_partial():
 
 def test_both_limits_are_named_when_both_cut():
     # A's first two pieces fill most of the budget, the cap holds back its other three, B finds no room left
-    answer = assemble(five_pieces("a") + five_pieces("b")[:2], {"a": info("a", OUTLINE), "b": info("b")}, seen={},
-                      per_document=2, budget_chars=600)
+    answer = assemble(
+        five_pieces("a") + five_pieces("b")[:2],
+        {"a": info("a", OUTLINE), "b": info("b")},
+        seen={},
+        per_document=2,
+        budget_chars=600,
+    )
     sentence = answer.completeness
     assert [e.document.id for e in answer.documents] == ["a"] and answer.evidence_status == "partial"
     assert "Cut to the 600-character budget (2 item(s) left out)" in sentence

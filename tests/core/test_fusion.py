@@ -30,10 +30,13 @@ def test_l0_lane_keeps_document_order_and_caps_chunks():
 def test_relative_score_fusion_keeps_margins():
     from kbseek.core.fusion import relative_score_fusion
 
-    fused = relative_score_fusion({"bm25": [("a", 10.0), ("b", 2.0)], "dense": [("b", 0.91), ("a", 0.90)]},
-                                  weights={"bm25": 1.0, "dense": 1.0})
+    fused = relative_score_fusion(
+        {"bm25": [("a", 10.0), ("b", 2.0)], "dense": [("b", 0.91), ("a", 0.90)]}, weights={"bm25": 1.0, "dense": 1.0}
+    )
     assert [(f.chunk_id, round(f.score, 3)) for f in fused] == [("a", 1.0), ("b", 1.0)]  # tie: rank, then id
-    margin = relative_score_fusion({"bm25": [("a", 10.0), ("b", 9.0), ("c", 0.0)], "dense": [("b", 0.9), ("c", 0.8), ("a", 0.7)]})
+    margin = relative_score_fusion(
+        {"bm25": [("a", 10.0), ("b", 9.0), ("c", 0.0)], "dense": [("b", 0.9), ("c", 0.8), ("a", 0.7)]}
+    )
     assert [f.chunk_id for f in margin] == ["b", "a", "c"]  # b: 0.9 + 1.0 beats a: 1.0 + 0.0
     one = relative_score_fusion({"x": [("a", 5.0), ("b", 5.0)]})
     assert [f.score for f in one] == [1.0, 1.0]  # a flat lane gives every candidate full credit

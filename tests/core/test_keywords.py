@@ -7,12 +7,25 @@ from kbseek.core.models import DocumentCard
 
 def make_index():
     index = KeywordIndex(Analyzer(["支付网关", "磁盘"]))
-    index.load([
-        DocumentCard("pay", "api/pay.md", "支付网关错误码定义", "支付网关核心错误码的含义", ("ERR_TIMEOUT", "支付网关"), "api"),
-        DocumentCard("gw", "api/gw.md", "网关超时说明", "上游响应慢导致的超时", ("ERR_GATEWAY_TIMEOUT",), "api"),
-        DocumentCard("disk", "ops/disk.md", "磁盘空间告警", "磁盘满时清理日志", ("DiskSpaceUsageHigh", "df"), "ops"),
-        DocumentCard("kafka", "ops/kafka.md", "Kafka 消费积压", "consumer lag 排查", ("KafkaConsumerLagHigh",), "ops"),
-    ])
+    index.load(
+        [
+            DocumentCard(
+                "pay",
+                "api/pay.md",
+                "支付网关错误码定义",
+                "支付网关核心错误码的含义",
+                ("ERR_TIMEOUT", "支付网关"),
+                "api",
+            ),
+            DocumentCard("gw", "api/gw.md", "网关超时说明", "上游响应慢导致的超时", ("ERR_GATEWAY_TIMEOUT",), "api"),
+            DocumentCard(
+                "disk", "ops/disk.md", "磁盘空间告警", "磁盘满时清理日志", ("DiskSpaceUsageHigh", "df"), "ops"
+            ),
+            DocumentCard(
+                "kafka", "ops/kafka.md", "Kafka 消费积压", "consumer lag 排查", ("KafkaConsumerLagHigh",), "ops"
+            ),
+        ]
+    )
     return index
 
 
@@ -31,11 +44,13 @@ def test_exact_keyword_beats_partial_and_partial_finds_identifier_parts():
 
 def test_keyword_outranks_title_outranks_summary():
     index = KeywordIndex(Analyzer())
-    index.load([
-        DocumentCard("s", "s.md", "无关标题", "包含 rebalance 的摘要", (), "x"),
-        DocumentCard("t", "t.md", "rebalance 处理", "无关摘要", (), "y"),
-        DocumentCard("k", "k.md", "其他", "其他", ("rebalance",), "z"),
-    ])
+    index.load(
+        [
+            DocumentCard("s", "s.md", "无关标题", "包含 rebalance 的摘要", (), "x"),
+            DocumentCard("t", "t.md", "rebalance 处理", "无关摘要", (), "y"),
+            DocumentCard("k", "k.md", "其他", "其他", ("rebalance",), "z"),
+        ]
+    )
     hint = index.analyze_query("rebalance")
     assert [(m.document_id, m.field) for m in hint.matches] == [("k", "keyword"), ("t", "title"), ("s", "summary")]
     assert hint.domains == ("z", "y", "x") and hint.single_domain == "z"
@@ -64,7 +79,7 @@ def test_updates_and_removal_are_visible_and_thread_safe():
         try:
             for _ in range(200):
                 index.analyze_query("ERR_TIMEOUT KEY_5")
-        except Exception as exc:  # noqa: BLE001 - the test reports any failure
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer), threading.Thread(target=reader)]

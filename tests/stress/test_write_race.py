@@ -9,15 +9,28 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import PG_ADMIN_URL, ROOT
 
 
 @pytest.mark.postgres
 def test_two_servers_on_one_postgresql_serialise_same_path_writes():
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "write_race.py"), "--clients", "8",
-                          "--requests", "25", "--processes", "2", "--postgres", PG_ADMIN_URL],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "write_race.py"),
+            "--clients",
+            "8",
+            "--requests",
+            "25",
+            "--processes",
+            "2",
+            "--postgres",
+            PG_ADMIN_URL,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     print(run.stdout)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "bad answers: 0" in run.stdout and "drift at rest: 0" in run.stdout

@@ -18,12 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from kbseek.errors import ConfigError, EmbeddingError, EmbeddingStopped, KbseekError
-from kbseek.observability.redact import mask_url, redact
 from kbseek.core.modes import EMBEDDERS
-
-
-
+from kbseek.errors import ConfigError, EmbeddingError, EmbeddingStopped
+from kbseek.observability.redact import mask_url, redact
 
 
 def _unit_rows(vectors: object, dim: int) -> np.ndarray:
@@ -115,8 +112,17 @@ class QueryBatcher:
     ((1, 1), [['short']])
     """
 
-    def __init__(self, lock: QueryFirstLock, encode: Any, dim: int, *, cost: Any = len, max_batch: int = 32,
-                 call_tokens: int = 512, short_tokens: int = 128) -> None:
+    def __init__(
+        self,
+        lock: QueryFirstLock,
+        encode: Any,
+        dim: int,
+        *,
+        cost: Any = len,
+        max_batch: int = 32,
+        call_tokens: int = 512,
+        short_tokens: int = 128,
+    ) -> None:
         self._lock, self._encode, self._dim, self._cost = lock, encode, dim, cost
         self._max, self._call_tokens, self._short = max_batch, call_tokens, short_tokens
         self._guard = threading.Lock()
@@ -147,7 +153,7 @@ class QueryBatcher:
             raise request.error
         return request.vectors
 
-    def _next_batch(self) -> list["_Request"]:
+    def _next_batch(self) -> list[_Request]:
         """Oldest first within the size class served first; called with the guard held."""
         short = [r for r in self._pending if r.cost <= self._short]
         batch, tokens = [], 0
@@ -203,21 +209,20 @@ QUERY_MAX_TOKENS = 512  # multilingual-e5-small's window, the "query: " prefix a
 QUERY_MAX_CHARS = 1024  # embedders without a tokenizer here: a long query is cut at this many characters
 
 
-
-
 def _check(stop: threading.Event | None) -> None:
     if stop is not None and stop.is_set():
         raise EmbeddingStopped("document embedding stopped: the process is shutting down")
 
 
-def _sliced(lock: QueryFirstLock, texts: list[str], encode: Any, dim: int,
-            stop: threading.Event | None = None) -> np.ndarray:
+def _sliced(
+    lock: QueryFirstLock, texts: list[str], encode: Any, dim: int, stop: threading.Event | None = None
+) -> np.ndarray:
     parts, start = [], 0
     while start < len(texts):
         _check(stop)  # between slices: a slice in the model cannot be interrupted
         size = SMALL_SLICE if time.monotonic() - lock.last_query < QUIET_S else BIG_SLICE
         with lock.document():
-            parts.append(_unit_rows(encode(texts[start:start + size]), dim))
+            parts.append(_unit_rows(encode(texts[start : start + size]), dim))
         start += size
     return np.vstack(parts) if parts else np.zeros((0, dim), dtype=np.float32)
 
@@ -284,8 +289,9 @@ class USEEmbedder:
 
         self._model = USE()
         self._lock = QueryFirstLock()
-        self._queries = QueryBatcher(self._lock, self._model.encode, self.dim, cost=len, call_tokens=1024,
-                                     short_tokens=256)  # characters here
+        self._queries = QueryBatcher(
+            self._lock, self._model.encode, self.dim, cost=len, call_tokens=1024, short_tokens=256
+        )  # characters here
 
     def fit_query(self, text: str) -> str:
         return text[:QUERY_MAX_CHARS]
@@ -305,12 +311,23 @@ class OpenAIEmbedder:
 
     stoppable = True
 
-    def __init__(self, *, url: str, model: str, api_key: str = "", timeout: float = 30.0,
-                 query_timeout: float = 5.0, query_prefix: str = "", document_prefix: str = "",
-                 probe: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        url: str,
+        model: str,
+        api_key: str = "",
+        timeout: float = 30.0,
+        query_timeout: float = 5.0,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        probe: bool = True,
+    ) -> None:
         if not url or not model:
-            raise ConfigError("the openai embedder needs embedder_url and embedder_model",
-                              hint="e.g. KBSEEK_EMBEDDER_URL=http://127.0.0.1:11434/v1 KBSEEK_EMBEDDER_MODEL=bge-m3")
+            raise ConfigError(
+                "the openai embedder needs embedder_url and embedder_model",
+                hint="e.g. KBSEEK_EMBEDDER_URL=http://127.0.0.1:11434/v1 KBSEEK_EMBEDDER_MODEL=bge-m3",
+            )
         self.url = url.rstrip("/") + ("" if url.rstrip("/").endswith("/embeddings") else "/embeddings")
         self.shown_url = mask_url(self.url)
         # a query waits less than a document: past it the lookup answers from the lexical lanes
@@ -321,14 +338,16 @@ class OpenAIEmbedder:
         if probe:
             self.connect()
 
-    def connect(self) -> "OpenAIEmbedder":
+    def connect(self) -> OpenAIEmbedder:
         """Probe the server once for the vector size; raises :class:`EmbeddingError` while it does not answer."""
         self.dim = self._post(["dimension probe"]).shape[1]
         return self
 
     def _post(self, texts: list[str], timeout: float | None = None) -> np.ndarray:
         body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
-        request = urllib.request.Request(self.url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
         try:
@@ -343,8 +362,9 @@ class OpenAIEmbedder:
             reason = getattr(exc, "reason", exc)
             raise EmbeddingError(f"embedding server {self.shown_url} failed: {redact(str(reason))}") from exc
 
-    def _embed(self, texts: Sequence[str], prefix: str, timeout: float | None = None,
-               stop: threading.Event | None = None) -> np.ndarray:
+    def _embed(
+        self, texts: Sequence[str], prefix: str, timeout: float | None = None, stop: threading.Event | None = None
+    ) -> np.ndarray:
         out = []
         for i in range(0, len(texts), 64):
             _check(stop)
@@ -365,8 +385,9 @@ _SHARED: dict[str, object] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def load_embedder(name: str, *, url: str = "", model: str = "", api_key: str = "",
-                  query_timeout: float = 5.0, probe: bool = True) -> object | None:
+def load_embedder(
+    name: str, *, url: str = "", model: str = "", api_key: str = "", query_timeout: float = 5.0, probe: bool = True
+) -> object | None:
     """The embedder named by the ``embedder`` setting; ``none`` turns the dense lane off.
 
     Bundled models are loaded once per process (they are read-only and thread-safe behind a lock). ``probe``

@@ -60,11 +60,15 @@ class FileStore:
                 raise
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise StorageFullError(f"could not write the original of {path}: the disk is full ({exc.strerror})",
-                                       hint="free space in the data home; nothing was stored") from exc
+                raise StorageFullError(
+                    f"could not write the original of {path}: the disk is full ({exc.strerror})",
+                    hint="free space in the data home; nothing was stored",
+                ) from exc
             log.warning("could not write the original of %s: %s", path, exc)
-            raise StorageError(f"could not write the original of {path}: {exc.strerror or type(exc).__name__}",
-                               hint="the server log names the folder; nothing was stored") from exc
+            raise StorageError(
+                f"could not write the original of {path}: {exc.strerror or type(exc).__name__}",
+                hint="the server log names the folder; nothing was stored",
+            ) from exc
 
     @staticmethod
     def _temp_beside(target: Path) -> tuple[int, str]:
@@ -87,8 +91,10 @@ class FileStore:
             return None
         except OSError as exc:
             log.warning("could not read the original of %s: %s", path, exc)
-            raise StorageError(f"could not read the original of {path}: {exc.strerror or type(exc).__name__}",
-                               hint="the server log names the folder") from exc
+            raise StorageError(
+                f"could not read the original of {path}: {exc.strerror or type(exc).__name__}",
+                hint="the server log names the folder",
+            ) from exc
 
     def delete(self, path: str) -> bool:
         target = self._resolve(path)
@@ -98,8 +104,10 @@ class FileStore:
             return False
         except OSError as exc:
             log.warning("could not delete the original of %s: %s", path, exc)
-            raise StorageError(f"could not delete the original of {path}: {exc.strerror or type(exc).__name__}",
-                               hint="the server log names the folder") from exc
+            raise StorageError(
+                f"could not delete the original of {path}: {exc.strerror or type(exc).__name__}",
+                hint="the server log names the folder",
+            ) from exc
         self._prune_empty_parents(target.parent)
         return True
 

@@ -10,7 +10,6 @@ from threadpoolctl import ThreadpoolController
 
 from kbseek.ports import VectorHit, VectorRecord
 
-
 _BLAS = ThreadpoolController()
 ROUGH_ERROR = 1e-5  # far above a float32 cosine's error (~2e-7): rows this close to the k-th are scored again exactly
 
@@ -58,7 +57,11 @@ class LocalVectorStore:
             self._row = {cid: i for i, cid in enumerate(self._ids)}
 
     def search(
-        self, vector: np.ndarray, *, top_k: int, categories: Sequence[str] | None = None,
+        self,
+        vector: np.ndarray,
+        *,
+        top_k: int,
+        categories: Sequence[str] | None = None,
         threshold: float | None = None,
     ) -> list[VectorHit]:
         query = _unit(vector, self.dim)

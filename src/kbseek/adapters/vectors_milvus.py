@@ -90,7 +90,9 @@ class MilvusVectorStore:
         try:
             from pymilvus import DataType, MilvusClient
         except ImportError as exc:  # pragma: no cover - installed with kbseek
-            raise StorageError("pymilvus is not installed", hint="pip install 'pymilvus==3.0.2' 'milvus-lite[chinese]==3.2.2'") from exc
+            raise StorageError(
+                "pymilvus is not installed", hint="pip install 'pymilvus==3.0.2' 'milvus-lite[chinese]==3.2.2'"
+            ) from exc
         logging.getLogger("pymilvus").setLevel(logging.ERROR)  # it warns on Lite's missing mvcc ts
         # Milvus Lite's in-process gRPC server logs a traceback for every AllocTimestamp call pymilvus makes
         # (Lite does not implement it; pymilvus carries on without): noise that reads like a failure
@@ -104,7 +106,9 @@ class MilvusVectorStore:
             try:
                 self._client = MilvusClient(uri, token=token, **options) if token else MilvusClient(uri, **options)
             except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
-                raise StorageError(_lite_reason(uri, caught, exc) if lite else f"Milvus at {uri} is not usable: {exc}") from None
+                raise StorageError(
+                    _lite_reason(uri, caught, exc) if lite else f"Milvus at {uri} is not usable: {exc}"
+                ) from None
         try:
             if not self._client.has_collection(self.collection):
                 if not create:
@@ -141,10 +145,16 @@ class MilvusVectorStore:
             return
         rows = [
             {
-                "id": r.chunk_id, "vector": np.asarray(r.vector, dtype=np.float32).tolist(),
-                "document_id": r.document_id, "category": r.category[:256], "_source": r.source[:VARCHAR],
-                "_file_name": r.file_name[:512], "chunkIndex": r.chunk_index, "totalChunks": r.total_chunks,
-                "title": r.title[:VARCHAR], "breadcrumb": r.breadcrumb[:VARCHAR],
+                "id": r.chunk_id,
+                "vector": np.asarray(r.vector, dtype=np.float32).tolist(),
+                "document_id": r.document_id,
+                "category": r.category[:256],
+                "_source": r.source[:VARCHAR],
+                "_file_name": r.file_name[:512],
+                "chunkIndex": r.chunk_index,
+                "totalChunks": r.total_chunks,
+                "title": r.title[:VARCHAR],
+                "breadcrumb": r.breadcrumb[:VARCHAR],
             }
             for r in records
         ]
@@ -167,7 +177,11 @@ class MilvusVectorStore:
                 raise StorageError(f"Milvus delete failed: {exc}") from exc
 
     def search(
-        self, vector: np.ndarray, *, top_k: int, categories: Sequence[str] | None = None,
+        self,
+        vector: np.ndarray,
+        *,
+        top_k: int,
+        categories: Sequence[str] | None = None,
         threshold: float | None = None,
     ) -> list[VectorHit]:
         expression = ""
@@ -188,7 +202,9 @@ class MilvusVectorStore:
     def ids(self) -> set[str]:
         found: set[str] = set()
         try:
-            iterator = self._client.query_iterator(self.collection, batch_size=1000, filter='id != ""', output_fields=["id"])
+            iterator = self._client.query_iterator(
+                self.collection, batch_size=1000, filter='id != ""', output_fields=["id"]
+            )
             while True:
                 batch = iterator.next()
                 if not batch:

@@ -56,49 +56,266 @@ def strip_noise(text: str) -> str:
 
 
 # Labels whose value names a place, a moment, a measure or a person: both go.
-NOISE_LABELS = frozenset("""
-instance namespace ns pod pod_name podname node nodename node_name host hostname cluster region zone az
-availability_zone env environment dc datacenter idc ip addr address port device mountpoint fstype uid pid tid id
-fingerprint startsat endsat starts_at ends_at generatorurl generator_url url source silence dashboard panel
-dashboardurl panelurl silenceurl runbook runbook_url receiver prometheus replica le quantile value values
-threshold current current_value count duration time timestamp ts date datetime trace_id traceid
-span_id spanid request_id requestid x_request_id client server user tenant shard partition offset container_id
-image rack caller thread for since age last_seen firstseen lastseen first_seen incident incident_id
-incident_number dedup_key routing_key integration assignee assigned_to escalation_policy
-实例 告警实例 主机 主机名 集群 命名空间 环境 机房 节点 地址 当前值 阈值 触发值 触发时间 开始时间 恢复时间
-结束时间 持续时间 发生时间 告警时间 通知时间 首次触发时间 最近触发时间 状态 告警状态 告警id 事件id 次数
-通知次数 值班人 负责人 处理人 接收人 告警对象
-""".split())
+NOISE_LABELS = frozenset(
+    [
+        "instance",
+        "namespace",
+        "ns",
+        "pod",
+        "pod_name",
+        "podname",
+        "node",
+        "nodename",
+        "node_name",
+        "host",
+        "hostname",
+        "cluster",
+        "region",
+        "zone",
+        "az",
+        "availability_zone",
+        "env",
+        "environment",
+        "dc",
+        "datacenter",
+        "idc",
+        "ip",
+        "addr",
+        "address",
+        "port",
+        "device",
+        "mountpoint",
+        "fstype",
+        "uid",
+        "pid",
+        "tid",
+        "id",
+        "fingerprint",
+        "startsat",
+        "endsat",
+        "starts_at",
+        "ends_at",
+        "generatorurl",
+        "generator_url",
+        "url",
+        "source",
+        "silence",
+        "dashboard",
+        "panel",
+        "dashboardurl",
+        "panelurl",
+        "silenceurl",
+        "runbook",
+        "runbook_url",
+        "receiver",
+        "prometheus",
+        "replica",
+        "le",
+        "quantile",
+        "value",
+        "values",
+        "threshold",
+        "current",
+        "current_value",
+        "count",
+        "duration",
+        "time",
+        "timestamp",
+        "ts",
+        "date",
+        "datetime",
+        "trace_id",
+        "traceid",
+        "span_id",
+        "spanid",
+        "request_id",
+        "requestid",
+        "x_request_id",
+        "client",
+        "server",
+        "user",
+        "tenant",
+        "shard",
+        "partition",
+        "offset",
+        "container_id",
+        "image",
+        "rack",
+        "caller",
+        "thread",
+        "for",
+        "since",
+        "age",
+        "last_seen",
+        "firstseen",
+        "lastseen",
+        "first_seen",
+        "incident",
+        "incident_id",
+        "incident_number",
+        "dedup_key",
+        "routing_key",
+        "integration",
+        "assignee",
+        "assigned_to",
+        "escalation_policy",
+        "实例",
+        "告警实例",
+        "主机",
+        "主机名",
+        "集群",
+        "命名空间",
+        "环境",
+        "机房",
+        "节点",
+        "地址",
+        "当前值",
+        "阈值",
+        "触发值",
+        "触发时间",
+        "开始时间",
+        "恢复时间",
+        "结束时间",
+        "持续时间",
+        "发生时间",
+        "告警时间",
+        "通知时间",
+        "首次触发时间",
+        "最近触发时间",
+        "状态",
+        "告警状态",
+        "告警id",
+        "事件id",
+        "次数",
+        "通知次数",
+        "值班人",
+        "负责人",
+        "处理人",
+        "接收人",
+        "告警对象",
+    ]
+)
 # Labels that name a severity or a log level: both go.
-LEVEL_LABELS = frozenset("""
-severity level lvl loglevel log_level priority urgency 告警级别 级别 告警等级 等级 严重程度 严重级别 优先级
-""".split())
+LEVEL_LABELS = frozenset(
+    [
+        "severity",
+        "level",
+        "lvl",
+        "loglevel",
+        "log_level",
+        "priority",
+        "urgency",
+        "告警级别",
+        "级别",
+        "告警等级",
+        "等级",
+        "严重程度",
+        "严重级别",
+        "优先级",
+    ]
+)
 # Labels whose value identifies the problem: the name goes, the value stays.
-VALUE_LABELS = frozenset("""
-alertname alert alert_name alertrule rule rulename rule_name service service_name svc app application job
-deployment statefulset daemonset workload container component code error error_code errorcode err reason
-exception message msg summary description title subject event check monitor metric topic group groupid
-consumergroup consumer_group queue database db status statuscode status_code request upstream expr
-labels annotations details
-告警名称 告警名 规则名称 告警规则 告警内容 告警描述 告警详情 告警摘要 摘要 描述 内容 详情 服务 服务名 应用
-应用名 错误码 错误信息 异常 事件 标题 告警标题 告警主题
-""".split())
+VALUE_LABELS = frozenset(
+    [
+        "alertname",
+        "alert",
+        "alert_name",
+        "alertrule",
+        "rule",
+        "rulename",
+        "rule_name",
+        "service",
+        "service_name",
+        "svc",
+        "app",
+        "application",
+        "job",
+        "deployment",
+        "statefulset",
+        "daemonset",
+        "workload",
+        "container",
+        "component",
+        "code",
+        "error",
+        "error_code",
+        "errorcode",
+        "err",
+        "reason",
+        "exception",
+        "message",
+        "msg",
+        "summary",
+        "description",
+        "title",
+        "subject",
+        "event",
+        "check",
+        "monitor",
+        "metric",
+        "topic",
+        "group",
+        "groupid",
+        "consumergroup",
+        "consumer_group",
+        "queue",
+        "database",
+        "db",
+        "status",
+        "statuscode",
+        "status_code",
+        "request",
+        "upstream",
+        "expr",
+        "labels",
+        "annotations",
+        "details",
+        "告警名称",
+        "告警名",
+        "规则名称",
+        "告警规则",
+        "告警内容",
+        "告警描述",
+        "告警详情",
+        "告警摘要",
+        "摘要",
+        "描述",
+        "内容",
+        "详情",
+        "服务",
+        "服务名",
+        "应用",
+        "应用名",
+        "错误码",
+        "错误信息",
+        "异常",
+        "事件",
+        "标题",
+        "告警标题",
+        "告警主题",
+    ]
+)
 _KNOWN = NOISE_LABELS | LEVEL_LABELS | VALUE_LABELS
 
-_STATUS_WORDS = (r"firing|resolved|alerting|ok|no[ _]?data|pending|normal|triggered|acknowledged|acked|problem|"
-                 r"recovery|recovered|alert|告警|告警中|告警触发|报警|触发|故障|恢复|已恢复|告警恢复|p[0-5]|s[1-4]")
+_STATUS_WORDS = (
+    r"firing|resolved|alerting|ok|no[ _]?data|pending|normal|triggered|acknowledged|acked|problem|"
+    r"recovery|recovered|alert|告警|告警中|告警触发|报警|触发|故障|恢复|已恢复|告警恢复|p[0-5]|s[1-4]"
+)
 _LEVEL_WORDS = r"critical|crit|warning|warn|error|err|info|information|debug|trace|fatal|notice|severe|emerg"
 _STATUS_OR_LEVEL = re.compile(rf"(?:{_STATUS_WORDS}|{_LEVEL_WORDS})", re.IGNORECASE)
 _STATUS = re.compile(rf"[\[【(](?:{_STATUS_WORDS})(?:\s*:\s*\d+)?[\]】)]", re.IGNORECASE)
 _BRACKET_LEVEL = re.compile(rf"[\[<(]\s*(?:{_LEVEL_WORDS})\s*[\]>)]", re.IGNORECASE)
 _VALUE = r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;(){}\[\]\"']*)"  # a nested object or list is not a value
 _KEY_EQ = re.compile(
-    rf"(?<![\w.\-])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]{{0,60}})[\"']?[ \t]?(?:=~|!~|!=|=)[ \t]?{_VALUE}")
+    rf"(?<![\w.\-])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]{{0,60}})[\"']?[ \t]?(?:=~|!~|!=|=)[ \t]?{_VALUE}"
+)
 _KEY_COLON = re.compile(
-    rf"(?<![\w.\-/])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]{{0,60}})[\"']?[ \t]?:(?!//)[ \t]*{_VALUE}")
+    rf"(?<![\w.\-/])[\"']?(?P<key>[A-Za-z_\u4e00-\u9fff][\w.\-\u4e00-\u9fff]{{0,60}})[\"']?[ \t]?:(?!//)[ \t]*{_VALUE}"
+)
 _LEVEL_WORD = re.compile(
     r"(?<![\w.\-/])(?:(?i:critical|crit|warning|warn|info|debug|fatal|notice|severe|emerg)|ERROR|ERR|Error|ALERT|"
-    r"TRIGGERED|ACKNOWLEDGED|RESOLVED|FIRING)(?![\w\-/])(?!\s*:?\s*\d)")
+    r"TRIGGERED|ACKNOWLEDGED|RESOLVED|FIRING)(?![\w\-/])(?!\s*:?\s*\d)"
+)
 _EVENT_TYPE = re.compile(r"(?m)^\s*(?:Normal|Warning)(?=\s+[A-Z][A-Za-z]+\b)")
 _URL = re.compile(r"\b[a-z][a-z0-9+.\-]{0,20}://[^\s\"'<>]+", re.IGNORECASE)
 _HTTP = re.compile(r"\b(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS)\s+(?=/)|\bHTTP/\d(?:\.\d)?\b")
@@ -107,25 +324,35 @@ _COUNTERS = re.compile(r"(?<![\w#])#\d+\b|\b\d+#\d+\b|(?<![\w*])\*\d+\b|\(x\d+ o
 _K8S_NAME = re.compile(r"(?<![a-z0-9\-])[a-z0-9][a-z0-9\-]*(?![a-z0-9\-])")  # then split, not backtracked
 _RS_HASH = re.compile(r"(?=.*\d)[bcdfghjklmnpqrstvwxz2456789]{6,10}")
 _POD_SUFFIX = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{5}")
-_RESOURCE = re.compile(r"(?<![\w/])(?:pods?|nodes?|deployments?|deploy|statefulsets?|daemonsets?|services?|svc|"
-                       r"replicasets?|rs|jobs?|namespaces?)/(?=\w)", re.IGNORECASE)
+_RESOURCE = re.compile(
+    r"(?<![\w/])(?:pods?|nodes?|deployments?|deploy|statefulsets?|daemonsets?|services?|svc|"
+    r"replicasets?|rs|jobs?|namespaces?)/(?=\w)",
+    re.IGNORECASE,
+)
 _PORT = re.compile(r"(?<=[a-z0-9]):\d{2,5}(?![\w.])", re.IGNORECASE)
 _NUMBERS = re.compile(
     r"(?<![\w.])(?:\d+(?:\.\d+)?\s?%|\d+\.\d+|(?:\d+(?:\.\d+)?(?:ms|us|µs|ns|s|m|h|d|w|min|mins|sec|secs))+|\d{6,})"
-    r"(?!\w|\.\w)", re.IGNORECASE)
+    r"(?!\w|\.\w)",
+    re.IGNORECASE,
+)
 _SLASH_DATE = re.compile(r"\b\d{4}/\d{2}/\d{2}\b|(?<![\w.:])[+-]\d{2}:?\d{2}(?![\w.:])")
 _SHORT_HASH = re.compile(r"(?<![\w\-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}(?![\w\-])", re.IGNORECASE)
-_SYSLOG_TIME = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}"
-                          r"(?:\s+[\w.\-]+(?=\s))?")  # and the host that follows
+_SYSLOG_TIME = re.compile(
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}"
+    r"(?:\s+[\w.\-]+(?=\s))?"
+)  # and the host that follows
 _PID = re.compile(r"(?<=\w)\[\d+\]")  # java[23817]
 _GLOG = re.compile(r"(?m)^\s*[IWEF]\d{4}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\d+\s+[\w.\-]+:\d+\]")
-_TIMESTAMP_START = re.compile(r"^\s*(?:\d{4}[-/]\d{2}[-/]\d{2}|\d{2}:\d{2}:\d{2}|[IWEF]\d{4}\s|"
-                              r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s)")
+_TIMESTAMP_START = re.compile(
+    r"^\s*(?:\d{4}[-/]\d{2}[-/]\d{2}|\d{2}:\d{2}:\d{2}|[IWEF]\d{4}\s|"
+    r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s)"
+)
 _PAIR_HINT = re.compile(r"(?<![\w.\-])([\w.\-]+)=\S")
 _ALERT_HINT = re.compile(
     r"(?i:alertname|severity|level|instance|namespace|pod|startsat)\s?=|(?i:[\"']?(?:alertname|severity|startsat)[\"']?\s?:)|"
     r"(?m:^\s*-?\s*alert:\s*\w)|(?:告警名称|告警级别|告警内容|触发时间|告警时间)\s*:|"
-    r"(?m:^\s*(?:Normal|Warning)\s+[A-Z][A-Za-z]+\s)|\(x\d+ over ")
+    r"(?m:^\s*(?:Normal|Warning)\s+[A-Z][A-Za-z]+\s)|\(x\d+ over "
+)
 _TIDY = re.compile(r"\(\s*[,;:\-/|]*\s*\)|\[\s*[,;:\-/|]*\s*\]|\{\s*[,;:\-/|]*\s*\}|\"\s*\"|'\s*'|【\s*】")
 
 
@@ -136,8 +363,13 @@ def looks_like_alert(text: str) -> bool:
     (True, False)
     """
     text = unicodedata.normalize("NFKC", text)
-    return bool(_STATUS.search(text) or _BRACKET_LEVEL.search(text) or _TIMESTAMP_START.match(text)
-                or _ALERT_HINT.search(text) or _labelled(_PAIR_HINT.findall(text)))
+    return bool(
+        _STATUS.search(text)
+        or _BRACKET_LEVEL.search(text)
+        or _TIMESTAMP_START.match(text)
+        or _ALERT_HINT.search(text)
+        or _labelled(_PAIR_HINT.findall(text))
+    )
 
 
 def _labelled(keys: list[str]) -> bool:

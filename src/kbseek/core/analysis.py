@@ -25,7 +25,6 @@ import jieba
 import Stemmer
 
 from kbseek.core import stopwords
-from kbseek.core.alertline import clean as clean_query
 from kbseek.core.alertline import strip_noise
 
 RULES_VERSION = "a3"
@@ -117,9 +116,7 @@ class Analyzer:
                     self._jieba.add_word(word, freq=None)
             self._words = new
             phrases = sorted((w for w in new if _is_phrase(w)), key=len, reverse=True)
-            self._phrases = (
-                re.compile("|".join(_phrase_pattern(p) for p in phrases)) if phrases else None
-            )
+            self._phrases = re.compile("|".join(_phrase_pattern(p) for p in phrases)) if phrases else None
             digest = hashlib.sha256("\n".join(sorted(new)).encode("utf-8")).hexdigest()[:12]
             self._version = f"{RULES_VERSION}-{digest}"
             return changed
@@ -135,10 +132,7 @@ class Analyzer:
                 if raw is not None:
                     out.extend(self._word_tokens(*_identifier(raw)))
                 else:
-                    out.extend(
-                        w for w in self._jieba.cut_for_search(match.group("cjk"))
-                        if w not in stopwords.CHINESE
-                    )
+                    out.extend(w for w in self._jieba.cut_for_search(match.group("cjk")) if w not in stopwords.CHINESE)
             out.extend(f"{a.lower()}_{b}" for a, b in _PAIR.findall(text))
             if self._phrases is not None:
                 out.extend(m.group(0) for m in self._phrases.finditer(lowered))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbseek.core.models import Chunk, DocumentCard
-from kbseek.core.relevance import DEDUPED, HIGHLY_RELEVANT, LEVEL_ORDER, NO_CONFIDENT_MATCH, REFERENCE, strongest
+from kbseek.core.relevance import DEDUPED, LEVEL_ORDER, NO_CONFIDENT_MATCH, REFERENCE, strongest
 from kbseek.core.results import LaneScore
 
 LONG_DOCUMENT_CHARS = 3000
@@ -94,7 +94,7 @@ def join_chunks(chunks: tuple[Chunk, ...]) -> str:
     """Consecutive chunks as one text, each overlap given once."""
     text, end = chunks[0].text, chunks[0].end
     for chunk in chunks[1:]:
-        text += chunk.text[end - chunk.start:] if chunk.start <= end else "\n\n" + chunk.text
+        text += chunk.text[end - chunk.start :] if chunk.start <= end else "\n\n" + chunk.text
         end = max(end, chunk.end)
     return text
 
@@ -227,8 +227,15 @@ def assemble(
             if key not in deduplicated:
                 anchor = None if dedup_mode == "document" else first.anchor
                 heading = doc.title if anchor is None else (first.breadcrumb or doc.title)
-                deduplicated[key] = Deduplicated(doc.id, doc.path, doc.title, anchor, heading, seen[key],
-                                                 f"already given in call {seen[key]} of this session")
+                deduplicated[key] = Deduplicated(
+                    doc.id,
+                    doc.path,
+                    doc.title,
+                    anchor,
+                    heading,
+                    seen[key],
+                    f"already given in call {seen[key]} of this session",
+                )
             continue
         pieces = grouped.setdefault(doc.id, [])
         if len(pieces) >= per_document:
@@ -240,12 +247,29 @@ def assemble(
                 del grouped[doc.id]
             continue
         last = cand.chunks[-1]
-        pieces.append(Piece(tuple(c.id for c in cand.chunks), first.breadcrumb, first.anchor, first.heading_path,
-                            first.line_start, last.line_end, taken[0], cand.score, cand.lanes, cand.level,
-                            taken[1]))
+        pieces.append(
+            Piece(
+                tuple(c.id for c in cand.chunks),
+                first.breadcrumb,
+                first.anchor,
+                first.heading_path,
+                first.line_start,
+                last.line_end,
+                taken[0],
+                cand.score,
+                cand.lanes,
+                cand.level,
+                taken[1],
+            )
+        )
     entries = [
-        DocumentEvidence(documents[d], "chunks", strongest([p.level for p in pieces]), tuple(pieces),
-                         source_url=source_url(url_template, documents[d], pieces[0].anchor, pieces[0].line_start))
+        DocumentEvidence(
+            documents[d],
+            "chunks",
+            strongest([p.level for p in pieces]),
+            tuple(pieces),
+            source_url=source_url(url_template, documents[d], pieces[0].anchor, pieces[0].line_start),
+        )
         for d, pieces in grouped.items()
     ]
     for entry in sorted(extra or [], key=lambda e: LEVEL_ORDER[e.level]):
@@ -253,13 +277,26 @@ def assemble(
         if doc.id in grouped:
             continue
         if entry.form == "compact_summary" and doc.id in seen:  # a summary is remembered per document
-            deduplicated.setdefault(doc.id, Deduplicated(doc.id, doc.path, doc.title, None, doc.title, seen[doc.id],
-                                                         f"already given in call {seen[doc.id]} of this session"))
+            deduplicated.setdefault(
+                doc.id,
+                Deduplicated(
+                    doc.id,
+                    doc.path,
+                    doc.title,
+                    None,
+                    doc.title,
+                    seen[doc.id],
+                    f"already given in call {seen[doc.id]} of this session",
+                ),
+            )
             continue
         taken = budget.take(entry.content)
         if taken is not None:
-            entries.append(DocumentEvidence(doc, entry.form, entry.level, content=taken[0],
-                                            source_url=source_url(url_template, doc)))
+            entries.append(
+                DocumentEvidence(
+                    doc, entry.form, entry.level, content=taken[0], source_url=source_url(url_template, doc)
+                )
+            )
     entries.sort(key=lambda e: LEVEL_ORDER[e.level])  # stable; an extra entry may outrank reference chunks
     levels = [e.level for e in entries]
     truncated = any(p.truncated for e in entries for p in e.pieces)
@@ -285,8 +322,9 @@ def assemble(
 MAX_NAMED_ANCHORS = 3  # per capped document in the completeness sentence
 
 
-def completeness(entries: list[DocumentEvidence], deduplicated: list[Deduplicated], budget: Budget,
-                 truncated: bool) -> str:
+def completeness(
+    entries: list[DocumentEvidence], deduplicated: list[Deduplicated], budget: Budget, truncated: bool
+) -> str:
     """One sentence telling the agent how far to trust this answer, what limited it and how to get more.
 
     What limited it is named as it was: the character budget (pieces left out or shortened: the evidence is
@@ -300,8 +338,10 @@ def completeness(entries: list[DocumentEvidence], deduplicated: list[Deduplicate
     'No confident match in the knowledge base: do not cite it for this question; rephrase with an error code, alert name or component, or treat the topic as not documented.'
     """
     if not entries and not deduplicated:
-        return ("No confident match in the knowledge base: do not cite it for this question; rephrase with an "
-                "error code, alert name or component, or treat the topic as not documented.")
+        return (
+            "No confident match in the knowledge base: do not cite it for this question; rephrase with an "
+            "error code, alert name or component, or treat the topic as not documented."
+        )
     notes = []
     if entries:
         best = strongest([e.level for e in entries])
@@ -310,16 +350,20 @@ def completeness(entries: list[DocumentEvidence], deduplicated: list[Deduplicate
             notes.append("Only reference-level evidence: related, not a confirmed answer.")
     if deduplicated:
         calls = sorted({d.first_call for d in deduplicated})
-        notes.append(f"{len(deduplicated)} item(s) already given earlier in this session (call "
-                     f"{', '.join(map(str, calls))}); not repeated.")
+        notes.append(
+            f"{len(deduplicated)} item(s) already given earlier in this session (call "
+            f"{', '.join(map(str, calls))}); not repeated."
+        )
     if budget.omitted or truncated:
         cut_note = []
         if budget.omitted:
             cut_note.append(f"{budget.omitted} item(s) left out")
         if truncated:
             cut_note.append("pieces shortened")
-        notes.append(f"Cut to the {budget.limit}-character budget ({', '.join(cut_note)}); ask for a document "
-                     "section (section=PATH#ANCHOR), a larger budget_chars or expand=section for the full text.")
+        notes.append(
+            f"Cut to the {budget.limit}-character budget ({', '.join(cut_note)}); ask for a document "
+            "section (section=PATH#ANCHOR), a larger budget_chars or expand=section for the full text."
+        )
     if budget.capped:
         named = []
         for path, anchors in budget.capped.items():
@@ -327,8 +371,10 @@ def completeness(entries: list[DocumentEvidence], deduplicated: list[Deduplicate
             shown = ", ".join(f"{path}#{a}" if a else path for a in unique[:MAX_NAMED_ANCHORS])
             more = f" and {len(unique) - MAX_NAMED_ANCHORS} more" if len(unique) > MAX_NAMED_ANCHORS else ""
             named.append(shown + more)
-        notes.append(f"At most {budget.per_document} piece(s) per document: {budget.capped_pieces} more matching "
-                     f"piece(s) not shown ({'; '.join(named)}); get one with section=PATH#ANCHOR.")
+        notes.append(
+            f"At most {budget.per_document} piece(s) per document: {budget.capped_pieces} more matching "
+            f"piece(s) not shown ({'; '.join(named)}); get one with section=PATH#ANCHOR."
+        )
     sections = sum(1 for e in entries for s in e.document.outline) - sum(len(e.pieces) for e in entries)
     if sections > 0 and not (budget.omitted or truncated or budget.capped):
         notes.append("Other sections of these documents are listed in available_sections.")

@@ -38,9 +38,7 @@ class ChunkingConfig:
         if self.chunk_size < 100:
             raise ValueError(f"chunk_size must be at least 100 characters, got {self.chunk_size}")
         if not 0 <= self.overlap < self.chunk_size // 2:
-            raise ValueError(
-                f"overlap must be in [0, {self.chunk_size // 2}), got {self.overlap}"
-            )
+            raise ValueError(f"overlap must be in [0, {self.chunk_size // 2}), got {self.overlap}")
 
 
 def decode_markdown(data: bytes, *, source: str, max_bytes: int) -> str:
@@ -93,8 +91,13 @@ def parse_document(
     if not text.strip():
         raise DocumentError("file is empty", source=source, hint="write a title and some content")
     file_name = path.rsplit("/", 1)[-1]
-    fm = parse_frontmatter(text, source=source, file_name=file_name, max_keywords=config.max_keywords,
-                           max_values=config.max_frontmatter_values)
+    fm = parse_frontmatter(
+        text,
+        source=source,
+        file_name=file_name,
+        max_keywords=config.max_keywords,
+        max_values=config.max_frontmatter_values,
+    )
     resolved_category = category_for(path, fm.category, category)
     doc_id = document_id(path)
     parsed = time.perf_counter()
@@ -113,8 +116,11 @@ def parse_document(
         )
     except LimitError as exc:
         setting = "KBSEEK_MAX_HEADINGS_PER_DOCUMENT" if exc.what == "headings" else "KBSEEK_MAX_CHUNKS_PER_DOCUMENT"
-        raise TooLargeError(f"document has {exc}, over the limit of {exc.limit:,} per document", source=source,
-                            hint=f"split it into several documents, or raise {setting}") from None
+        raise TooLargeError(
+            f"document has {exc}, over the limit of {exc.limit:,} per document",
+            source=source,
+            hint=f"split it into several documents, or raise {setting}",
+        ) from None
     if timings is not None:
         timings["parse_ms"] = round((parsed - started) * 1000, 3)
         timings["chunk_ms"] = round((time.perf_counter() - parsed) * 1000, 3)
@@ -126,9 +132,7 @@ def parse_document(
         )
     fence_line = unclosed_fence_line(text, fm.body_offset)
     if fence_line is not None:
-        warnings.append(
-            f"{source}:{fence_line}: code fence is never closed; the rest of the file is treated as code"
-        )
+        warnings.append(f"{source}:{fence_line}: code fence is never closed; the rest of the file is treated as code")
     if not chunks:
         warnings.append(f"{source}: document has no body text; only its metadata is searchable")
     return ParsedDocument(

@@ -26,8 +26,9 @@ _KEYWORD_SPLIT = re.compile(r"[,，、;；]")
 _MARKUP = re.compile(r"(\*\*|__|`|~~|^\s*(?:[-*+]|\d+[.)])\s+|^\s*>\s?)")
 
 
-def parse_frontmatter(text: str, *, source: str, file_name: str, max_keywords: int | None = None,
-                      max_values: int | None = None) -> Frontmatter:
+def parse_frontmatter(
+    text: str, *, source: str, file_name: str, max_keywords: int | None = None, max_values: int | None = None
+) -> Frontmatter:
     """Split off and validate the frontmatter of ``text`` (the whole file, BOM removed).
 
     Missing required fields are reported in ``missing`` (the caller turns them into warnings);
@@ -40,8 +41,12 @@ def parse_frontmatter(text: str, *, source: str, file_name: str, max_keywords: i
     """
     fields, body_offset, body_line = _split(text, source)
     if max_values is not None and (count := _count_values(fields)) > max_values:
-        raise FrontmatterError(f"frontmatter has {count:,} fields and list items, over the limit of {max_values:,}",
-                               source=source, line=2, hint="keep metadata short, or raise KBSEEK_MAX_FRONTMATTER_VALUES")
+        raise FrontmatterError(
+            f"frontmatter has {count:,} fields and list items, over the limit of {max_values:,}",
+            source=source,
+            line=2,
+            hint="keep metadata short, or raise KBSEEK_MAX_FRONTMATTER_VALUES",
+        )
     body = text[body_offset:]
     missing = tuple(name for name in REQUIRED if _is_blank(fields.get(name)))
 
@@ -62,10 +67,12 @@ def parse_frontmatter(text: str, *, source: str, file_name: str, max_keywords: i
     category = _text_field(fields, "category", source, lines) or None
     keywords = _keywords(fields.get("keywords"), source, lines.get("keywords"))
     if max_keywords is not None and len(keywords) > max_keywords:
-        raise FrontmatterError(f"frontmatter has {len(keywords):,} keywords, over the limit of {max_keywords:,}",
-                               source=source, line=lines.get("keywords"),
-                               hint="keep the terms an alert or a question would name, or raise "
-                                    "KBSEEK_MAX_KEYWORDS_PER_DOCUMENT")
+        raise FrontmatterError(
+            f"frontmatter has {len(keywords):,} keywords, over the limit of {max_keywords:,}",
+            source=source,
+            line=lines.get("keywords"),
+            hint="keep the terms an alert or a question would name, or raise KBSEEK_MAX_KEYWORDS_PER_DOCUMENT",
+        )
     for name in ("version", "author"):
         if name in fields and fields[name] is not None:
             fields[name] = str(fields[name])
@@ -113,17 +120,24 @@ def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
         )
     block = text[opening.end() : closing.start()]
     if len(block) > MAX_FRONTMATTER_CHARS:
-        raise FrontmatterError(f"frontmatter is {len(block):,} characters, over the limit of {MAX_FRONTMATTER_CHARS:,}",
-                               source=source, line=1, hint="keep metadata short; the document's text goes below it")
+        raise FrontmatterError(
+            f"frontmatter is {len(block):,} characters, over the limit of {MAX_FRONTMATTER_CHARS:,}",
+            source=source,
+            line=1,
+            hint="keep metadata short; the document's text goes below it",
+        )
     try:
-        loaded = yaml.load(block, Loader=_Loader)  # noqa: S506 (a SafeLoader without aliases)
+        loaded = yaml.load(block, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, source) from exc
     except (ValueError, LookupError, AttributeError, TypeError, OverflowError, RecursionError) as exc:
         # PyYAML's own constructors fail so on values like 'updated: 2023-02-29' or '!!int x'
-        raise FrontmatterError(f"frontmatter has a value YAML cannot read: {type(exc).__name__}: {str(exc)[:200]}",
-                               source=source, line=2,
-                               hint="quote dates and numbers that are not valid ('updated: \"2023-02-29\"')") from None
+        raise FrontmatterError(
+            f"frontmatter has a value YAML cannot read: {type(exc).__name__}: {str(exc)[:200]}",
+            source=source,
+            line=2,
+            hint="quote dates and numbers that are not valid ('updated: \"2023-02-29\"')",
+        ) from None
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -142,8 +156,12 @@ def _split(text: str, source: str) -> tuple[dict[str, Any], int, int]:
     try:
         fields = {_checked_text(str(k)): _jsonable(v) for k, v in loaded.items()}
     except (ValueError, RecursionError) as exc:
-        raise FrontmatterError(f"frontmatter {exc}" if isinstance(exc, ValueError) else "frontmatter nests too deep",
-                               source=source, line=2, hint="keep fields to text, numbers, dates and flat lists") from None
+        raise FrontmatterError(
+            f"frontmatter {exc}" if isinstance(exc, ValueError) else "frontmatter nests too deep",
+            source=source,
+            line=2,
+            hint="keep fields to text, numbers, dates and flat lists",
+        ) from None
     return fields, body_offset, body_line
 
 
@@ -200,8 +218,7 @@ def _keywords(value: Any, source: str, line: int | None) -> tuple[str, ...]:
         items = value
     else:
         raise FrontmatterError(
-            f"field 'keywords' must be a list or a comma-separated string, "
-            f"got {type(value).__name__} {value!r}",
+            f"field 'keywords' must be a list or a comma-separated string, got {type(value).__name__} {value!r}",
             source=source,
             line=line,
             hint="write 'keywords: [ERR_TIMEOUT, 超时]' or 'keywords: ERR_TIMEOUT, 超时'",
@@ -209,9 +226,7 @@ def _keywords(value: Any, source: str, line: int | None) -> tuple[str, ...]:
     seen: dict[str, str] = {}
     for item in items:
         if isinstance(item, (dict, list)):
-            raise FrontmatterError(
-                f"every keyword must be plain text, got {item!r}", source=source, line=line
-            )
+            raise FrontmatterError(f"every keyword must be plain text, got {item!r}", source=source, line=line)
         word = " ".join(str(item).split()) if item is not None else ""
         if word and word.casefold() not in seen:
             seen[word.casefold()] = word
@@ -275,9 +290,10 @@ def _count_values(value: Any) -> int:
 
 
 def _is_blank(value: Any) -> bool:
-    return value is None or (isinstance(value, (str, list, tuple)) and not any(
-        str(v).strip() for v in ([value] if isinstance(value, str) else value)
-    ))
+    return value is None or (
+        isinstance(value, (str, list, tuple))
+        and not any(str(v).strip() for v in ([value] if isinstance(value, str) else value))
+    )
 
 
 def _first_h1(body: str) -> str:

@@ -46,8 +46,9 @@ def rrf(lanes: Mapping[str, Sequence[str]], *, k: int = 60, weights: Mapping[str
     return fused
 
 
-def relative_score_fusion(lanes: Mapping[str, Sequence[tuple[str, float]]], *,
-                          weights: Mapping[str, float] | None = None) -> list[Fused]:
+def relative_score_fusion(
+    lanes: Mapping[str, Sequence[tuple[str, float]]], *, weights: Mapping[str, float] | None = None
+) -> list[Fused]:
     """Weighted sum of min-max normalised lane scores (a lane's best is 1, its worst listed is 0).
 
     Unlike RRF it keeps *how far* ahead a lane's best candidate is, so a lane that is sure of its
@@ -76,8 +77,9 @@ def relative_score_fusion(lanes: Mapping[str, Sequence[tuple[str, float]]], *,
     return fused
 
 
-def l0_lane(document_ranking: Sequence[str], chunks_by_document: Mapping[str, Sequence[str]], *,
-            per_document: int = 2) -> list[str]:
+def l0_lane(
+    document_ranking: Sequence[str], chunks_by_document: Mapping[str, Sequence[str]], *, per_document: int = 2
+) -> list[str]:
     """The L0 lane: each matched document's chunks (already in lexical order), in L0 document order.
 
     >>> l0_lane(["d2", "d1"], {"d1": ["c1", "c2", "c3"], "d2": ["c9"]})

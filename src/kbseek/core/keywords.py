@@ -25,7 +25,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kbseek.core.analysis import Analyzer, clean_query, identifier_tokens, normalize
+from kbseek.core.alertline import clean as clean_query
+from kbseek.core.analysis import Analyzer, identifier_tokens, normalize
 from kbseek.core.models import DocumentCard
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?")
@@ -148,8 +149,16 @@ class KeywordIndex:
             all_tokens.update(tokens(norm))
         category = normalize(entry.category)
         all_tokens.add(category)
-        return _Prepared(entry, keywords, normalize(entry.title).strip(), title_tokens,
-                         normalize(entry.summary).strip(), summary_tokens, category, frozenset(all_tokens))
+        return _Prepared(
+            entry,
+            keywords,
+            normalize(entry.title).strip(),
+            title_tokens,
+            normalize(entry.summary).strip(),
+            summary_tokens,
+            category,
+            frozenset(all_tokens),
+        )
 
     def analyze_query(self, query: str, *, limit: int = 10) -> KeywordHint:
         """Score every document whose frontmatter shares a token with ``query``."""
@@ -196,8 +205,10 @@ class KeywordIndex:
                 coverage = len(shared) / len(parts)
                 hits.append((TIERS["keyword", False], coverage, "keyword", False))
                 matched.append((coverage, original))
-        for name, text, text_tokens in (("title", doc.title, doc.title_tokens),
-                                        ("summary", doc.summary, doc.summary_tokens)):
+        for name, text, text_tokens in (
+            ("title", doc.title, doc.title_tokens),
+            ("summary", doc.summary, doc.summary_tokens),
+        ):
             if len(text) >= 2 and _contains(query, text):
                 # a one-word title ("RESTORE") is a weak, not an exact, title match
                 exact = len(text_tokens) >= 2
@@ -216,8 +227,14 @@ class KeywordIndex:
         bonus = min(0.99, strength / 2 + sum(h[0] for h in hits[1:]) / 20)
         matched.sort(key=lambda m: -m[0])
         return DocumentMatch(
-            doc.entry.id, doc.entry.path, doc.entry.title, doc.entry.category,
-            round(tier + bonus, 4), field_name, exact, tuple(m[1] for m in matched),
+            doc.entry.id,
+            doc.entry.path,
+            doc.entry.title,
+            doc.entry.category,
+            round(tier + bonus, 4),
+            field_name,
+            exact,
+            tuple(m[1] for m in matched),
         )
 
 
@@ -236,5 +253,3 @@ def _contains(query: str, phrase: str) -> bool:
 
 def _word(char: str) -> bool:
     return char.isascii() and (char.isalnum() or char == "_")
-
-

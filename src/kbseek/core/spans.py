@@ -34,11 +34,13 @@ def parse_since(text: str, now: dt.datetime) -> dt.datetime:
         try:
             return now - dt.timedelta(**{_UNITS[match[2]]: int(match[1])})
         except (OverflowError, ValueError):  # e.g. 99999999d: before the year 1 (or past int parsing)
-            raise InvalidOption(f"--since/--older-than {text[:40]!r}: reaches back before the year 1",
-                                hint=_HINT) from None
+            raise InvalidOption(
+                f"--since/--older-than {text[:40]!r}: reaches back before the year 1", hint=_HINT
+            ) from None
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise InvalidOption(f"--since/--older-than {text!r}: not a span like 24h / 7d nor an ISO date",
-                            hint=_HINT) from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+        raise InvalidOption(
+            f"--since/--older-than {text!r}: not a span like 24h / 7d nor an ISO date", hint=_HINT
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)

@@ -18,8 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kbseek.errors import DatasetError
 from kbseek.evaluation.datasets import Dataset, Query
 
-TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section",
-        "multi-part", "purpose", "near-topic")
+TAGS = (
+    "exact-term",
+    "paraphrase",
+    "mixed-language",
+    "english",
+    "multi-doc",
+    "alert-line",
+    "no-answer",
+    "section",
+    "multi-part",
+    "purpose",
+    "near-topic",
+)
 
 
 class Expected(BaseModel):
@@ -72,8 +83,12 @@ class CaseFile(BaseModel):
 
 def schema() -> dict[str, Any]:
     """The JSON Schema committed as ``schemas/golden-cases.schema.json``."""
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "kbseek/golden-cases.schema.json",
-            "title": "kbseek golden cases", **CaseFile.model_json_schema()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "kbseek/golden-cases.schema.json",
+        "title": "kbseek golden cases",
+        **CaseFile.model_json_schema(),
+    }
 
 
 def read_cases(path: Path) -> CaseFile:
@@ -122,31 +137,54 @@ def load_cases(path: Path, *, split: str | None = None) -> Dataset:
     if not corpus.is_dir():
         raise DatasetError(f"{path}: knowledge_base {cases.knowledge_base!r} is not a folder next to it")
     chosen = [c for c in cases.cases if split is None or c.split == split]
-    queries = [Query(c.id, c.query, {"split": c.split, "tags": list(c.tags), "answerable": c.answerable,
-                                     "notes": c.notes}) for c in chosen if c.answerable]
-    unanswerable = [Query(c.id, c.query, {"split": c.split, "tags": list(c.tags), "answerable": False,
-                                          "notes": c.notes}) for c in chosen if not c.answerable]
+    queries = [
+        Query(c.id, c.query, {"split": c.split, "tags": list(c.tags), "answerable": c.answerable, "notes": c.notes})
+        for c in chosen
+        if c.answerable
+    ]
+    unanswerable = [
+        Query(c.id, c.query, {"split": c.split, "tags": list(c.tags), "answerable": False, "notes": c.notes})
+        for c in chosen
+        if not c.answerable
+    ]
     if not queries:
         raise DatasetError(f"{path}: no answerable case" + (f" in split {split!r}" if split else ""))
     qrels = {c.id: {e.judged_id: e.grade for e in c.expected} for c in chosen if c.answerable}
     return Dataset(path.stem, path.parent, corpus, path, path, queries, qrels, unanswerable=unanswerable)
 
 
-def case_from_lookup(lookup: dict[str, Any], *, case_id: str, pieces: list[int] | None = None,
-                     split: str = "dev", tags: list[str] | None = None, notes: str = "") -> Case:
+def case_from_lookup(
+    lookup: dict[str, Any],
+    *,
+    case_id: str,
+    pieces: list[int] | None = None,
+    split: str = "dev",
+    tags: list[str] | None = None,
+    notes: str = "",
+) -> Case:
     """A recorded ``lookup_knowledge`` answer (its JSON) as a new case: the chosen pieces (1-based, in the
     answer's order; default the first) become grade-3 evidence; an answer with no confident match becomes
     a no-answer case."""
-    items = [(doc["source_path"], tuple(item["heading_path"])) for doc in lookup.get("documents", [])
-             for item in doc.get("items", [])]
+    items = [
+        (doc["source_path"], tuple(item["heading_path"]))
+        for doc in lookup.get("documents", [])
+        for item in doc.get("items", [])
+    ]
     if lookup.get("status") == "no_confident_match" or not items:
-        return Case(id=case_id, query=lookup["query"], answerable=False, tags=["no-answer", *(tags or [])],
-                    split=split, notes=notes or "recorded with no confident match")
+        return Case(
+            id=case_id,
+            query=lookup["query"],
+            answerable=False,
+            tags=["no-answer", *(tags or [])],
+            split=split,
+            notes=notes or "recorded with no confident match",
+        )
     chosen = pieces or [1]
     if any(not 1 <= n <= len(items) for n in chosen):
         raise DatasetError(f"pieces {chosen}: the answer has {len(items)} piece(s)")
-    expected = list({items[n - 1]: Expected(document=items[n - 1][0], heading_path=list(items[n - 1][1]))
-                     for n in chosen}.values())
+    expected = list(
+        {items[n - 1]: Expected(document=items[n - 1][0], heading_path=list(items[n - 1][1])) for n in chosen}.values()
+    )
     return Case(id=case_id, query=lookup["query"], expected=expected, tags=tags or [], split=split, notes=notes)
 
 
@@ -161,6 +199,7 @@ def add_case(path: Path, case: Case) -> None:
         raise DatasetError(f"case {case.id}: {exc}") from None
     cases.cases.append(case)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(cases.model_dump(exclude_defaults=False), ensure_ascii=False, indent=2) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(
+        json.dumps(cases.model_dump(exclude_defaults=False), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
     tmp.replace(path)

@@ -16,7 +16,6 @@ import numpy as np
 
 from kbseek.errors import DatasetError
 
-
 PERMUTATIONS = 10_000
 
 
@@ -50,8 +49,9 @@ def paired_permutation_p(differences: np.ndarray, *, permutations: int = PERMUTA
     return float((np.count_nonzero(means >= observed - 1e-12) + 1) / (permutations + 1))
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], *, metric: str = "ndcg@10", label_a: str = "A",
-            label_b: str = "B") -> dict[str, Any]:
+def compare(
+    a: dict[str, Any], b: dict[str, Any], *, metric: str = "ndcg@10", label_a: str = "A", label_b: str = "B"
+) -> dict[str, Any]:
     """Per-case wins and losses of ``b`` against ``a`` on ``metric``, the mean difference and its p-value."""
     scores_a = {q["query_id"]: q for q in a["per_query"]}
     scores_b = {q["query_id"]: q for q in b["per_query"]}
@@ -63,17 +63,29 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, metric: str = "ndcg@10", la
     rows = []
     for query_id in shared:
         va, vb = scores_a[query_id]["metrics"][metric], scores_b[query_id]["metrics"][metric]
-        rows.append({"query_id": query_id, "query": scores_a[query_id]["query"], "a": va, "b": vb,
-                     "difference": round(vb - va, 4)})
+        rows.append(
+            {
+                "query_id": query_id,
+                "query": scores_a[query_id]["query"],
+                "a": va,
+                "b": vb,
+                "difference": round(vb - va, 4),
+            }
+        )
     differences = np.array([r["difference"] for r in rows])
     rows.sort(key=lambda r: r["difference"])
     return {
-        "metric": metric, "a": label_a, "b": label_b, "cases": len(rows),
-        "only_in_a": sorted(set(scores_a) - set(scores_b)), "only_in_b": sorted(set(scores_b) - set(scores_a)),
+        "metric": metric,
+        "a": label_a,
+        "b": label_b,
+        "cases": len(rows),
+        "only_in_a": sorted(set(scores_a) - set(scores_b)),
+        "only_in_b": sorted(set(scores_b) - set(scores_a)),
         "mean_a": round(float(np.mean([r["a"] for r in rows])), 4),
         "mean_b": round(float(np.mean([r["b"] for r in rows])), 4),
         "mean_difference": round(float(differences.mean()), 4),
-        "wins": int((differences > 0).sum()), "losses": int((differences < 0).sum()),
+        "wins": int((differences > 0).sum()),
+        "losses": int((differences < 0).sum()),
         "ties": int((differences == 0).sum()),
         "p_value": round(paired_permutation_p(differences), 4),
         "losses_detail": [r for r in rows if r["difference"] < 0],
@@ -81,8 +93,13 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, metric: str = "ndcg@10", la
     }
 
 
-def regressions(run: dict[str, Any], baseline: dict[str, Any], *, metrics: tuple[str, ...] = (
-        "ndcg@10", "recall@10", "mrr@10", "hit@1"), tolerance: float = 0.01) -> list[str]:
+def regressions(
+    run: dict[str, Any],
+    baseline: dict[str, Any],
+    *,
+    metrics: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@1"),
+    tolerance: float = 0.01,
+) -> list[str]:
     """The metrics of ``run`` that fell more than ``tolerance`` below ``baseline`` (same policy), as messages;
     refusing more answerable cases, or fewer unanswerable ones, counts too."""
     problems = []
@@ -92,10 +109,16 @@ def regressions(run: dict[str, Any], baseline: dict[str, Any], *, metrics: tuple
             problems.append(f"{run['name']}: {metric} {now:.4f} < baseline {before:.4f} - {tolerance}")
     now_na, before_na = run.get("no_answer", {}), baseline.get("no_answer", {})
     if now_na.get("answerable_refused", 0) > before_na.get("answerable_refused", 0) + tolerance:
-        problems.append(f"{run['name']}: answerable refused {now_na['answerable_refused']:.4f} > baseline "
-                        f"{before_na.get('answerable_refused', 0):.4f} + {tolerance}")
-    if "unanswerable_refused" in before_na and \
-            now_na.get("unanswerable_refused", 0) < before_na["unanswerable_refused"] - tolerance:
-        problems.append(f"{run['name']}: no-answer refused {now_na.get('unanswerable_refused', 0):.4f} < baseline "
-                        f"{before_na['unanswerable_refused']:.4f} - {tolerance}")
+        problems.append(
+            f"{run['name']}: answerable refused {now_na['answerable_refused']:.4f} > baseline "
+            f"{before_na.get('answerable_refused', 0):.4f} + {tolerance}"
+        )
+    if (
+        "unanswerable_refused" in before_na
+        and now_na.get("unanswerable_refused", 0) < before_na["unanswerable_refused"] - tolerance
+    ):
+        problems.append(
+            f"{run['name']}: no-answer refused {now_na.get('unanswerable_refused', 0):.4f} < baseline "
+            f"{before_na['unanswerable_refused']:.4f} - {tolerance}"
+        )
     return problems

@@ -55,7 +55,11 @@ class Dataset:
 
 
 def load_dataset(
-    root: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
+    root: Path,
+    *,
+    corpus: str | None = None,
+    queries: str | None = None,
+    qrels: str | None = None,
     split: str | None = None,
 ) -> Dataset:
     """Read a dataset folder; ``corpus``/``queries``/``qrels`` name other files inside it."""
@@ -70,7 +74,7 @@ def load_dataset(
     with qrels_path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             parts = line.rstrip("\n").split("\t")
-            if number == 1 and parts[0] == "query-id" or not line.strip():
+            if (number == 1 and parts[0] == "query-id") or not line.strip():
                 continue
             if len(parts) != 3 or not parts[2].lstrip("-").isdigit():
                 raise DatasetError(f"{qrels_path}:{number}: expected 'query-id<TAB>corpus-id<TAB>score'")
@@ -85,8 +89,7 @@ def load_dataset(
     judged = [q for q in chosen if q.id in grades]
     if not judged:
         raise DatasetError(f"no query of {queries_path.name} has judgments in {qrels_path.name}")
-    return Dataset(root.name, root, corpus_path, queries_path, qrels_path, judged,
-                   {q.id: grades[q.id] for q in judged})
+    return Dataset(root.name, root, corpus_path, queries_path, qrels_path, judged, {q.id: grades[q.id] for q in judged})
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -135,8 +138,11 @@ class JudgmentMapper:
     def ids(self, chunk: JudgedChunk) -> list[str]:
         file = chunk.source_path if self.markdown else chunk.source_path.removesuffix(".md")
         path = "/".join(_fold(h) for h in chunk.heading_path)
-        matched = [judged for prefix, judged in self._by_file.get(file, ())
-                   if not prefix or path == prefix or path.startswith(prefix + "/")]
+        matched = [
+            judged
+            for prefix, judged in self._by_file.get(file, ())
+            if not prefix or path == prefix or path.startswith(prefix + "/")
+        ]
         if matched:
             return matched
         return [f"{file}#{path}" if self.markdown else file]
@@ -155,7 +161,9 @@ def cache_home(dataset: Dataset, settings: Settings, cache_root: Path) -> Path:
 
 
 def default_cache_root() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "kbseek", "eval")
+    base = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "kbseek", "eval"
+    )
     return Path(base)
 
 

@@ -36,10 +36,10 @@ import numpy as np
 
 from kbseek.core import metrics as m
 from kbseek.core.relevance import GAP_RANK
-from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 from kbseek.evaluation.datasets import Dataset, JudgmentMapper
 from kbseek.evaluation.replay import replay_retriever
 from kbseek.evaluation.runner import run_policy
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 from kbseek.service import KnowledgeBase
 
 # How far a cosine may differ between machines: the largest difference measured between builds of the engine
@@ -97,8 +97,10 @@ def pushed_case(case: dict[str, Any], signs: dict[str, int], noise: float) -> di
     ([['b', 0.9], ['a', 0.899]], 0.899)
     """
     moved = copy.copy(case)
-    dense = [[vector_id, round(score + signs.get(vector_id, 0) * noise, 9)]
-             for vector_id, score in case["candidates"].get("dense", [])]
+    dense = [
+        [vector_id, round(score + signs.get(vector_id, 0) * noise, 9)]
+        for vector_id, score in case["candidates"].get("dense", [])
+    ]
     dense.sort(key=lambda item: (-item[1], item[0]))
     moved["candidates"] = {**case["candidates"], "dense": dense}
     if dense:
@@ -106,8 +108,7 @@ def pushed_case(case: dict[str, Any], signs: dict[str, int], noise: float) -> di
     return moved
 
 
-def relevant_vectors(kb: KnowledgeBase, dataset: Dataset, case_id: str, query: str,
-                     dense: list[list[Any]]) -> set[str]:
+def relevant_vectors(kb: KnowledgeBase, dataset: Dataset, case_id: str, query: str, dense: list[list[Any]]) -> set[str]:
     """The dense candidates (chunk or document-summary vectors) that stand for judged relevant evidence."""
     grades = dataset.qrels.get(case_id, {})
     if not grades:
@@ -118,7 +119,7 @@ def relevant_vectors(kb: KnowledgeBase, dataset: Dataset, case_id: str, query: s
     for vector_id, _ in dense:
         chunk_id = vector_id
         if vector_id.startswith(DOCUMENT_PREFIX):  # a summary stands for its document's best chunk, as in the lane
-            doc = kb.indexes.documents.get(vector_id[len(DOCUMENT_PREFIX):])
+            doc = kb.indexes.documents.get(vector_id[len(DOCUMENT_PREFIX) :])
             if doc is None or not doc.chunk_ids:
                 continue
             chunk_id = kb.indexes.bm25.order_within(tokens, doc.chunk_ids)[0]
@@ -128,9 +129,17 @@ def relevant_vectors(kb: KnowledgeBase, dataset: Dataset, case_id: str, query: s
     return relevant
 
 
-def noise_band(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, policy: str,
-               noise: float = EMBEDDING_NOISE, depth: int = 100, seeds: int = RANDOM_PUSHES,
-               overrides: dict[str, Any] | None = None) -> NoiseBand:
+def noise_band(
+    kb: KnowledgeBase,
+    dataset: Dataset,
+    fixture: dict[str, Any],
+    *,
+    policy: str,
+    noise: float = EMBEDDING_NOISE,
+    depth: int = 100,
+    seeds: int = RANDOM_PUSHES,
+    overrides: dict[str, Any] | None = None,
+) -> NoiseBand:
     """Replay ``fixture`` (recorded from ``kb``) with every push of :func:`pushes` and collect each case's range;
     ``overrides`` are query-time settings (fusion, weights, relevance thresholds) replayed instead of ``kb``'s (on a
     lookup tool of their own: ``kb`` is not changed)."""
@@ -152,16 +161,31 @@ def noise_band(kb: KnowledgeBase, dataset: Dataset, fixture: dict[str, Any], *, 
     worst: dict[str, dict[str, float]] = {}
     refused: dict[str, set[bool]] = {q.id: set() for q in cases}
     for replay in replays:
-        result = run_policy(replay_retriever(tool, dataset, replay), dataset, policy=policy, depth=depth, names=names,
-                            name=policy, overrides={})
+        result = run_policy(
+            replay_retriever(tool, dataset, replay),
+            dataset,
+            policy=policy,
+            depth=depth,
+            names=names,
+            name=policy,
+            overrides={},
+        )
         for case_id, values in result.per_query.items():
             _merge(best.setdefault(case_id, {}), values, max)
             _merge(worst.setdefault(case_id, {}), values, min)
         for q in cases:
             refused[q.id].add(not result.run.get(q.id))
     fragile = sorted(q.id for q in cases if len(refused[q.id]) > 1 or best.get(q.id) != worst.get(q.id))
-    return NoiseBand(policy, noise, best, worst, refused, [q.id for q in dataset.queries],
-                     [q.id for q in dataset.unanswerable], fragile)
+    return NoiseBand(
+        policy,
+        noise,
+        best,
+        worst,
+        refused,
+        [q.id for q in dataset.queries],
+        [q.id for q in dataset.unanswerable],
+        fragile,
+    )
 
 
 def _merge(into: dict[str, float], values: dict[str, float], pick: Callable[[float, float], float]) -> None:
@@ -169,8 +193,9 @@ def _merge(into: dict[str, float], values: dict[str, float], pick: Callable[[flo
         into[name] = pick(into[name], value) if name in into else value
 
 
-def gate(band: NoiseBand, baseline: dict[str, Any], *, tolerance: float = TOLERANCE,
-         metrics: tuple[str, ...] = GATED_METRICS) -> list[str]:
+def gate(
+    band: NoiseBand, baseline: dict[str, Any], *, tolerance: float = TOLERANCE, metrics: tuple[str, ...] = GATED_METRICS
+) -> list[str]:
     """What embedding noise cannot explain, against ``baseline`` (a run of ``kbseek eval run --json`` of the same
     policy), as messages (empty: the gate passes).
 
@@ -193,29 +218,41 @@ def gate(band: NoiseBand, baseline: dict[str, Any], *, tolerance: float = TOLERA
     shared = [q for q in band.answerable if q in before and q in band.best]
     problems = []
     for metric in metrics:
-        losses = {q: before[q]["metrics"][metric] - band.best[q][metric] for q in shared
-                  if band.best[q][metric] < before[q]["metrics"][metric]}
-        gains = {q: band.worst[q][metric] - before[q]["metrics"][metric] for q in shared
-                 if band.worst[q][metric] > before[q]["metrics"][metric]}
+        losses = {
+            q: before[q]["metrics"][metric] - band.best[q][metric]
+            for q in shared
+            if band.best[q][metric] < before[q]["metrics"][metric]
+        }
+        gains = {
+            q: band.worst[q][metric] - before[q]["metrics"][metric]
+            for q in shared
+            if band.worst[q][metric] > before[q]["metrics"][metric]
+        }
         net = (sum(gains.values()) - sum(losses.values())) / max(len(shared), 1)
         if net < -tolerance:
-            problems.append(f"{band.policy}: {metric} fell {-net:.4f} beyond embedding noise (±{band.noise}; tolerance "
-                            f"{tolerance}): below the baseline whatever the noise in {len(losses)} case(s) "
-                            f"({_listed(losses)}), above it in {len(gains)}")
+            problems.append(
+                f"{band.policy}: {metric} fell {-net:.4f} beyond embedding noise (±{band.noise}; tolerance "
+                f"{tolerance}): below the baseline whatever the noise in {len(losses)} case(s) "
+                f"({_listed(losses)}), above it in {len(gains)}"
+            )
     refused_before = {q: not before[q].get("ranking") for q in shared}
     newly_refused = [q for q in shared if not refused_before[q] and band.refused[q] == {True}]
     newly_answered = [q for q in shared if refused_before[q] and band.refused[q] == {False}]
     net = (len(newly_refused) - len(newly_answered)) / max(len(shared), 1)
     if net > tolerance:
-        problems.append(f"{band.policy}: {net:.4f} more answerable cases refused beyond embedding noise: refused "
-                        f"whatever the noise in {len(newly_refused)} case(s) the baseline answered "
-                        f"({_listed(newly_refused)}), answered in {len(newly_answered)} it refused")
+        problems.append(
+            f"{band.policy}: {net:.4f} more answerable cases refused beyond embedding noise: refused "
+            f"whatever the noise in {len(newly_refused)} case(s) the baseline answered "
+            f"({_listed(newly_refused)}), answered in {len(newly_answered)} it refused"
+        )
     rate = baseline.get("no_answer", {}).get("unanswerable_refused")
     if rate is not None and band.unanswerable:
         best = m.mean([float(True in band.refused[q]) for q in band.unanswerable])
         if best < rate - tolerance:
-            problems.append(f"{band.policy}: cases without an answer refused {best:.4f} at best within embedding "
-                            f"noise < baseline {rate:.4f} - {tolerance}")
+            problems.append(
+                f"{band.policy}: cases without an answer refused {best:.4f} at best within embedding "
+                f"noise < baseline {rate:.4f} - {tolerance}"
+            )
     return problems
 
 

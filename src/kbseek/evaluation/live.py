@@ -21,7 +21,6 @@ from kbseek.settings import Settings
 SEARCH_LIMIT = 100  # the API's top_k bound
 
 
-
 @dataclass(frozen=True, slots=True)
 class RemoteChunk:
     """What the judgment mapper needs of a chunk the server returned."""
@@ -43,7 +42,9 @@ class HttpRetriever:
         try:
             response = self.client.request(method, url, **kwargs)
         except httpx.HTTPError as exc:
-            raise LiveEvalError(f"{self.client.base_url}{url}: {exc}", hint="is 'kbseek serve' running there?") from None
+            raise LiveEvalError(
+                f"{self.client.base_url}{url}: {exc}", hint="is 'kbseek serve' running there?"
+            ) from None
         if response.status_code != 200:
             try:
                 message = response.json()["error"]["message"]
@@ -57,8 +58,11 @@ class HttpRetriever:
 
     def __call__(self, query: Query, policy: str, depth: int) -> list[RemoteChunk]:
         if not is_answer_policy(policy):
-            data = self._call("GET", "/api/search/similar",
-                              params={"query": query.text, "top_k": min(depth, SEARCH_LIMIT), "policy": policy})
+            data = self._call(
+                "GET",
+                "/api/search/similar",
+                params={"query": query.text, "top_k": min(depth, SEARCH_LIMIT), "policy": policy},
+            )
             return [RemoteChunk(h["path"], tuple(h["heading_path"])) for h in data["hits"]]
         data = self._call("POST", "/api/lookup", json=answer_request(query.text, policy, depth))
         chunks: list[RemoteChunk] = []
@@ -76,8 +80,16 @@ class HttpRetriever:
         return self._first_chunk[path]
 
 
-def evaluate_live(dataset: Dataset, base_url: str, *, policies: list[str], ks: tuple[int, ...], depth: int,
-                  api_key: str = "", base: Settings | None = None) -> dict[str, Any]:
+def evaluate_live(
+    dataset: Dataset,
+    base_url: str,
+    *,
+    policies: list[str],
+    ks: tuple[int, ...],
+    depth: int,
+    api_key: str = "",
+    base: Settings | None = None,
+) -> dict[str, Any]:
     """Every policy over the dataset against the server at ``base_url``; the same report as ``evaluate``."""
     retriever = HttpRetriever(base_url, api_key=api_key)
     try:
@@ -86,10 +98,17 @@ def evaluate_live(dataset: Dataset, base_url: str, *, policies: list[str], ks: t
         if not readiness.get("ready"):
             raise LiveEvalError(f"{base_url} is not ready: {readiness}")
         names = metric_names(tuple(sorted(set(ks))))
-        runs = [run_policy(retriever, dataset, policy=p, depth=depth, names=names, name=p, overrides={})
-                for p in policies]
-        result = report(dataset, runs, ks=ks, depth=depth, base=base or Settings(),
-                        timings={"live": round(time.perf_counter() - started, 3)})
+        runs = [
+            run_policy(retriever, dataset, policy=p, depth=depth, names=names, name=p, overrides={}) for p in policies
+        ]
+        result = report(
+            dataset,
+            runs,
+            ks=ks,
+            depth=depth,
+            base=base or Settings(),
+            timings={"live": round(time.perf_counter() - started, 3)},
+        )
         result["base_url"] = base_url
         return result
     finally:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbseek.core.analysis import clean_query
+from kbseek.core.alertline import clean as clean_query
 from kbseek.core.keywords import DocumentMatch, KeywordHint
 from kbseek.core.results import CategoryFilter, RecallResult
 from kbseek.errors import DatasetError
@@ -41,14 +41,22 @@ def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
     cases = {}
     for query in dataset.queries + dataset.unanswerable:
         result = kb.lookup(query.text, top_k=RECORD_DEPTH, policy="hybrid")
-        cases[query.id] = {"query": query.text, "hint": hint_view(result.hint),
-                           "candidates": {lane: [[cid, score] for cid, score in found]
-                                          for lane, found in result.candidates.items()},
-                           "reference_similarity": result.reference_similarity}
+        cases[query.id] = {
+            "query": query.text,
+            "hint": hint_view(result.hint),
+            "candidates": {lane: [[cid, score] for cid, score in found] for lane, found in result.candidates.items()},
+            "reference_similarity": result.reference_similarity,
+        }
     dense = kb.indexes.dense
-    return {"format": FORMAT, "dataset": dataset.name, "index_version": kb.indexes.index_version,
-            "embedding_model": dense.model_id if dense is not None else None,
-            "embedder": dense.embedder.model_id if dense is not None else None, "depth": RECORD_DEPTH, "cases": cases}
+    return {
+        "format": FORMAT,
+        "dataset": dataset.name,
+        "index_version": kb.indexes.index_version,
+        "embedding_model": dense.model_id if dense is not None else None,
+        "embedder": dense.embedder.model_id if dense is not None else None,
+        "depth": RECORD_DEPTH,
+        "cases": cases,
+    }
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -65,12 +73,17 @@ def check_fresh(fixture: dict[str, Any], indexes: Indexes, dataset: Dataset) -> 
     """Refuse a fixture recorded from another index or for other cases."""
     indexes.refresh()
     if fixture["index_version"] != indexes.index_version:
-        raise DatasetError(f"stale fixture: recorded at index {fixture['index_version']}, the knowledge base is at "
-                           f"{indexes.index_version}", hint="record it again with 'kbseek eval record'")
+        raise DatasetError(
+            f"stale fixture: recorded at index {fixture['index_version']}, the knowledge base is at "
+            f"{indexes.index_version}",
+            hint="record it again with 'kbseek eval record'",
+        )
     missing = [q.id for q in dataset.queries + dataset.unanswerable if q.id not in fixture["cases"]]
     if missing:
-        raise DatasetError(f"stale fixture: {len(missing)} case(s) not recorded, e.g. {missing[0]}",
-                           hint="record it again with 'kbseek eval record'")
+        raise DatasetError(
+            f"stale fixture: {len(missing)} case(s) not recorded, e.g. {missing[0]}",
+            hint="record it again with 'kbseek eval record'",
+        )
 
 
 def replay_retriever(tool: LookupTool, dataset: Dataset, fixture: dict[str, Any]) -> ToolRetriever:
@@ -98,20 +111,34 @@ class FixtureRecall:
         """The model the recorded cosines came from: its calibrated thresholds apply."""
         return self.fixture["embedder"]
 
-    def __call__(self, query: str, *, top_k: int, policy: str, category: str | None, only: frozenset[str] | None,
-                 config: LookupConfig) -> RecallResult:
+    def __call__(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        policy: str,
+        category: str | None,
+        only: frozenset[str] | None,
+        config: LookupConfig,
+    ) -> RecallResult:
         if policy != "hybrid":
-            raise DatasetError(f"fixtures hold the hybrid recall: they replay 'hybrid', 'answer:hybrid' and 'legacy', "
-                               f"not the {policy!r} recall")
+            raise DatasetError(
+                f"fixtures hold the hybrid recall: they replay 'hybrid', 'answer:hybrid' and 'legacy', "
+                f"not the {policy!r} recall"
+            )
         if category is not None or only is not None:
             raise DatasetError("fixtures hold unfiltered lanes: a replay takes no category or filters")
         if top_k > self.fixture["depth"]:
-            raise DatasetError(f"the fixture holds {self.fixture['depth']} candidates per lane; a recall of {top_k} "
-                               "needs more", hint="use a smaller --depth, or record again")
+            raise DatasetError(
+                f"the fixture holds {self.fixture['depth']} candidates per lane; a recall of {top_k} needs more",
+                hint="use a smaller --depth, or record again",
+            )
         case = self._by_query.get(query.strip())
         if case is None:
-            raise DatasetError(f"stale fixture: no case recorded for the query {query[:80]!r}",
-                               hint="query rewriting asks for variants no fixture holds: replay with query_rewrite=off")
+            raise DatasetError(
+                f"stale fixture: no case recorded for the query {query[:80]!r}",
+                hint="query rewriting asks for variants no fixture holds: replay with query_rewrite=off",
+            )
         lane_depth = max(top_k, config.fusion.lane_depth)  # as a live hybrid recall fetches
         lanes: dict[str, list[str]] = {}
         raw: dict[str, dict[str, float]] = {}
@@ -123,14 +150,32 @@ class FixtureRecall:
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
         hits = retrieval.fuse(self.indexes, lanes, raw, config.fusion, top_k) if any(lanes.values()) else []
-        return RecallResult(query=query, request_id=current_request_id(), policy=policy, hits=tuple(hits),
-                            filter=CategoryFilter(None, "none"), index_version=self.indexes.index_version,
-                            timings_ms={}, hint=_hint(case["hint"], query),
-                            reference_similarity=case["reference_similarity"],
-                            candidates={lane: [(c, s) for c, s in found] for lane, found in case["candidates"].items()})
+        return RecallResult(
+            query=query,
+            request_id=current_request_id(),
+            policy=policy,
+            hits=tuple(hits),
+            filter=CategoryFilter(None, "none"),
+            index_version=self.indexes.index_version,
+            timings_ms={},
+            hint=_hint(case["hint"], query),
+            reference_similarity=case["reference_similarity"],
+            candidates={lane: [(c, s) for c, s in found] for lane, found in case["candidates"].items()},
+        )
 
 
 def _hint(view: dict[str, Any], query: str) -> KeywordHint:
-    matches = tuple(DocumentMatch(x["document_id"], x["path"], x["title"], x["category"], x["score"], x["field"],
-                                  x["exact"], tuple(x["matched_keywords"])) for x in view["matches"])
+    matches = tuple(
+        DocumentMatch(
+            x["document_id"],
+            x["path"],
+            x["title"],
+            x["category"],
+            x["score"],
+            x["field"],
+            x["exact"],
+            tuple(x["matched_keywords"]),
+        )
+        for x in view["matches"]
+    )
     return KeywordHint(query, matches, tuple(view["matched_keywords"]), tuple(view["domains"]), view["single_domain"])

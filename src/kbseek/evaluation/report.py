@@ -28,32 +28,54 @@ def _short(path: str) -> str:
 
 def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | None = None) -> str:
     metrics = _metrics(report)
-    lines = [f"# {title or 'Evaluation: ' + report['dataset']}", "",
-             f"{report['config']['queries']} answerable cases; cut-offs {report['config']['k']}; "
-             f"ranked lists {report['config']['depth']} deep. Files: " +
-             ", ".join(f"`{k}` {_short(v)}" for k, v in report["files"].items()) + ".", "",
-             "| run | " + " | ".join(f"{m} [95% CI]" for m in metrics) + " | answerable refused | no-answer refused |",
-             "|---|" + "---|" * len(metrics) + "---:|---:|"]
+    lines = [
+        f"# {title or 'Evaluation: ' + report['dataset']}",
+        "",
+        f"{report['config']['queries']} answerable cases; cut-offs {report['config']['k']}; "
+        f"ranked lists {report['config']['depth']} deep. Files: "
+        + ", ".join(f"`{k}` {_short(v)}" for k, v in report["files"].items())
+        + ".",
+        "",
+        "| run | " + " | ".join(f"{m} [95% CI]" for m in metrics) + " | answerable refused | no-answer refused |",
+        "|---|" + "---|" * len(metrics) + "---:|---:|",
+    ]
     for run in report["runs"]:
-        cells = [f"{run['metrics'][m]['mean']:.3f} [{run['metrics'][m]['ci_low']:.3f}, {run['metrics'][m]['ci_high']:.3f}]"
-                 for m in metrics]
+        cells = [
+            f"{run['metrics'][m]['mean']:.3f} [{run['metrics'][m]['ci_low']:.3f}, {run['metrics'][m]['ci_high']:.3f}]"
+            for m in metrics
+        ]
         refusals = run.get("no_answer", {})
-        unanswerable = (f"{refusals['unanswerable_refused']:.0%} of {refusals['unanswerable']}"
-                        if "unanswerable" in refusals else "–")
-        lines.append(f"| {run['name']} | " + " | ".join(cells) +
-                     f" | {refusals.get('answerable_refused', 0):.0%} | {unanswerable} |")
+        unanswerable = (
+            f"{refusals['unanswerable_refused']:.0%} of {refusals['unanswerable']}"
+            if "unanswerable" in refusals
+            else "–"
+        )
+        lines.append(
+            f"| {run['name']} | "
+            + " | ".join(cells)
+            + f" | {refusals.get('answerable_refused', 0):.0%} | {unanswerable} |"
+        )
     if "metrics" in charts:
         lines += ["", f"![metrics per run]({charts['metrics']})"]
     tags = sorted({t for run in report["runs"] for t in run.get("by_tag", {})})
     if tags:
         metric = metrics[0]
-        lines += ["", f"## {metric} by tag", "",
-                  "| tag | cases | " + " | ".join(r["name"] for r in report["runs"]) + " |",
-                  "|---|---:|" + "---:|" * len(report["runs"])]
+        lines += [
+            "",
+            f"## {metric} by tag",
+            "",
+            "| tag | cases | " + " | ".join(r["name"] for r in report["runs"]) + " |",
+            "|---|---:|" + "---:|" * len(report["runs"]),
+        ]
         for tag in tags:
             first = next(r["by_tag"][tag] for r in report["runs"] if tag in r.get("by_tag", {}))
-            lines.append(f"| {tag} | {first['queries']} | " + " | ".join(
-                f"{r['by_tag'][tag][metric]:.3f}" if tag in r.get("by_tag", {}) else "–" for r in report["runs"]) + " |")
+            lines.append(
+                f"| {tag} | {first['queries']} | "
+                + " | ".join(
+                    f"{r['by_tag'][tag][metric]:.3f}" if tag in r.get("by_tag", {}) else "–" for r in report["runs"]
+                )
+                + " |"
+            )
         if "tags" in charts:
             lines += ["", f"![{metric} by tag]({charts['tags']})"]
     return "\n".join(lines) + "\n"
@@ -80,8 +102,14 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
         high = [run["metrics"][m]["ci_high"] - means[j] for j, m in enumerate(metrics)]
         ax.bar(x + i * width - 0.4 + width / 2, means, width, yerr=[low, high], capsize=3, label=names[i])
     ax.set_xticks(x, metrics)
-    out["metrics"] = _save(plt, fig, ax, "mean, 95% bootstrap CI", f"{report['dataset']}: "
-                           f"{report['config']['queries']} cases", folder / f"{stem}-metrics.png")
+    out["metrics"] = _save(
+        plt,
+        fig,
+        ax,
+        "mean, 95% bootstrap CI",
+        f"{report['dataset']}: {report['config']['queries']} cases",
+        folder / f"{stem}-metrics.png",
+    )
     tags = sorted({t for run in runs for t in run.get("by_tag", {})})
     if tags:
         metric = metrics[0]
@@ -90,8 +118,11 @@ def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
         for i, run in enumerate(runs):
             values = [run.get("by_tag", {}).get(t, {}).get(metric, 0.0) for t in tags]
             ax.bar(x + i * width - 0.4 + width / 2, values, width, label=names[i])
-        ax.set_xticks(x, [f"{t}\n(n={next(r['by_tag'][t]['queries'] for r in runs if t in r.get('by_tag', {}))})"
-                          for t in tags], fontsize=8)
+        ax.set_xticks(
+            x,
+            [f"{t}\n(n={next(r['by_tag'][t]['queries'] for r in runs if t in r.get('by_tag', {}))})" for t in tags],
+            fontsize=8,
+        )
         out["tags"] = _save(plt, fig, ax, metric, f"{report['dataset']}: {metric} by tag", folder / f"{stem}-tags.png")
     return out
 
@@ -107,8 +138,9 @@ def _save(plt: Any, fig: Any, ax: Any, ylabel: str, title: str, path: Path) -> s
     return path.name
 
 
-def write_report(report: dict[str, Any], folder: Path, stem: str, *, title: str | None = None,
-                 with_json: bool = True) -> Path:
+def write_report(
+    report: dict[str, Any], folder: Path, stem: str, *, title: str | None = None, with_json: bool = True
+) -> Path:
     """``<stem>.md``, the charts and (``with_json``) ``<stem>.json`` in ``folder``. The JSON holds every query's
     text: leave it out for data whose licence forbids copying it (the shared sets)."""
     folder.mkdir(parents=True, exist_ok=True)

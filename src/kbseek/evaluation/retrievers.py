@@ -47,8 +47,12 @@ def answer_request(query: str, policy: str, depth: int) -> dict[str, Any]:
     >>> answer_request("ERR_TIMEOUT", "answer:hybrid", 100)
     {'query': 'ERR_TIMEOUT', 'policy': 'hybrid', 'top_k': 50, 'budget_chars': 100000}
     """
-    return {"query": query, "policy": policy.removeprefix(ANSWER_PREFIX), "top_k": min(depth, ANSWER_TOP_K),
-            "budget_chars": ANSWER_BUDGET_CHARS}
+    return {
+        "query": query,
+        "policy": policy.removeprefix(ANSWER_PREFIX),
+        "top_k": min(depth, ANSWER_TOP_K),
+        "budget_chars": ANSWER_BUDGET_CHARS,
+    }
 
 
 def answer_chunks(indexes: Indexes, answer: Answer) -> list[Chunk]:
@@ -72,7 +76,6 @@ class ToolRetriever:
     def __call__(self, query: Query, policy: str, depth: int) -> list[Chunk]:
         tool = self.tool
         if not is_answer_policy(policy):
-            recalled = tool.recall(query.text, top_k=depth, policy=policy, category=None, only=None,
-                                   config=tool.config)
+            recalled = tool.recall(query.text, top_k=depth, policy=policy, category=None, only=None, config=tool.config)
             return [hit.chunk for hit in recalled.hits]
         return answer_chunks(tool.indexes, tool(answer_request(query.text, policy, depth)).answer)

@@ -28,11 +28,25 @@ from kbseek.settings import Settings
 
 DEFAULT_K = (1, 3, 5, 10)
 # What LookupConfig reads (plus the log level): configurations differing only in these share a knowledge base.
-QUERY_TIME_SETTINGS = frozenset({
-    "log_level", "policy", "domain_filter", "fusion", "rrf_k", "weight_bm25", "weight_dense", "weight_l0",
-    "lane_depth", "answer_budget_chars", "answer_per_document", "source_url_template", "query_rewrite",
-    "slow_lookup_ms", *THRESHOLD_FIELDS,
-})
+QUERY_TIME_SETTINGS = frozenset(
+    {
+        "log_level",
+        "policy",
+        "domain_filter",
+        "fusion",
+        "rrf_k",
+        "weight_bm25",
+        "weight_dense",
+        "weight_l0",
+        "lane_depth",
+        "answer_budget_chars",
+        "answer_per_document",
+        "source_url_template",
+        "query_rewrite",
+        "slow_lookup_ms",
+        *THRESHOLD_FIELDS,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -57,8 +71,16 @@ def metric_names(ks: tuple[int, ...]) -> list[str]:
     return names
 
 
-def run_policy(source: KnowledgeBase | Retriever, dataset: Dataset, *, policy: str, depth: int, names: list[str],
-               name: str, overrides: dict[str, Any]) -> RunResult:
+def run_policy(
+    source: KnowledgeBase | Retriever,
+    dataset: Dataset,
+    *,
+    policy: str,
+    depth: int,
+    names: list[str],
+    name: str,
+    overrides: dict[str, Any],
+) -> RunResult:
     """Score one policy over the dataset's queries. ``source`` is a retriever (``evaluation.retrievers``: in
     process, a replay, a server over HTTP) or a knowledge base, whose own lookup tool is then used."""
     retrieve = ToolRetriever(source.lookup_tool) if isinstance(source, KnowledgeBase) else source
@@ -79,8 +101,17 @@ def run_policy(source: KnowledgeBase | Retriever, dataset: Dataset, *, policy: s
         values = [scores[metric] for scores in per_query.values()]
         low, high = m.bootstrap_ci(values)
         summary[metric] = {"mean": round(m.mean(values), 4), "ci_low": round(low, 4), "ci_high": round(high, 4)}
-    return RunResult(name, policy, overrides, run, per_query, summary, seconds,
-                     refusals(dataset, run), tag_means(dataset, per_query, names))
+    return RunResult(
+        name,
+        policy,
+        overrides,
+        run,
+        per_query,
+        summary,
+        seconds,
+        refusals(dataset, run),
+        tag_means(dataset, per_query, names),
+    )
 
 
 def refusals(dataset: Dataset, run: m.Run) -> dict[str, Any]:
@@ -88,23 +119,31 @@ def refusals(dataset: Dataset, run: m.Run) -> dict[str, Any]:
     for an answerable one. Recall policies return nothing only when no chunk matches at all; answer policies
     (``legacy``, ``answer:…``) refuse below the confidence thresholds."""
     answerable = [q.id for q in dataset.queries]
-    out: dict[str, Any] = {"answerable": len(answerable),
-                           "answerable_refused": round(m.mean([float(not run.get(q)) for q in answerable]), 4)}
+    out: dict[str, Any] = {
+        "answerable": len(answerable),
+        "answerable_refused": round(m.mean([float(not run.get(q)) for q in answerable]), 4),
+    }
     if dataset.unanswerable:
         out["unanswerable"] = len(dataset.unanswerable)
         out["unanswerable_refused"] = round(m.mean([float(not run.get(q.id)) for q in dataset.unanswerable]), 4)
     return out
 
 
-def tag_means(dataset: Dataset, per_query: dict[str, dict[str, float]], names: list[str]) -> dict[str, dict[str, float]]:
+def tag_means(
+    dataset: Dataset, per_query: dict[str, dict[str, float]], names: list[str]
+) -> dict[str, dict[str, float]]:
     """Each metric's mean over the answerable queries of each tag (``queries``: how many)."""
     groups: dict[str, list[str]] = {}
     for query in dataset.queries:
         for tag in query.metadata.get("tags") or []:
             groups.setdefault(str(tag), []).append(query.id)
-    return {tag: {"queries": len(ids), **{n: round(m.mean([per_query[q][n] for q in ids if q in per_query]), 4)
-                                          for n in names}}
-            for tag, ids in sorted(groups.items())}
+    return {
+        tag: {
+            "queries": len(ids),
+            **{n: round(m.mean([per_query[q][n] for q in ids if q in per_query]), 4) for n in names},
+        }
+        for tag, ids in sorted(groups.items())
+    }
 
 
 def _same_index(current: Settings, wanted: Settings) -> bool:
@@ -113,9 +152,15 @@ def _same_index(current: Settings, wanted: Settings) -> bool:
 
 
 def evaluate(
-    dataset: Dataset, *, policies: list[str], configs: list[tuple[str, dict[str, Any]]] | None = None,
-    ks: tuple[int, ...] = DEFAULT_K, depth: int = 100, cache_root: Path | None = None,
-    base: Settings | None = None, fixture: dict[str, Any] | None = None,
+    dataset: Dataset,
+    *,
+    policies: list[str],
+    configs: list[tuple[str, dict[str, Any]]] | None = None,
+    ks: tuple[int, ...] = DEFAULT_K,
+    depth: int = 100,
+    cache_root: Path | None = None,
+    base: Settings | None = None,
+    fixture: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every (policy × configuration) over the dataset; the JSON of ``kbseek eval run --json``. With ``fixture``
     (``evaluation.replay``) the recorded lane candidates are re-scored instead of recalled."""
@@ -140,34 +185,55 @@ def evaluate(
             retrieve = ToolRetriever(tool) if fixture is None else replay_retriever(tool, dataset, fixture)
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
-                runs.append(run_policy(retrieve, dataset, policy=policy, depth=depth, names=names, name=name,
-                                       overrides=overrides))
+                runs.append(
+                    run_policy(
+                        retrieve, dataset, policy=policy, depth=depth, names=names, name=name, overrides=overrides
+                    )
+                )
     finally:
         if kb is not None:
             kb.close()
     return report(dataset, runs, ks=ks, depth=depth, base=base, timings=timings)
 
 
-def report(dataset: Dataset, runs: list[RunResult], *, ks: tuple[int, ...], depth: int, base: Settings,
-           timings: dict[str, float]) -> dict[str, Any]:
+def report(
+    dataset: Dataset,
+    runs: list[RunResult],
+    *,
+    ks: tuple[int, ...],
+    depth: int,
+    base: Settings,
+    timings: dict[str, float],
+) -> dict[str, Any]:
     """The JSON of ``kbseek eval run --json`` (schemas/eval-run.schema.json)."""
     return {
         "dataset": dataset.name,
         "files": dataset.files(),
-        "config": {"k": list(sorted(set(ks))), "depth": depth, "queries": len(dataset.queries),
-                   "chunk_size": base.chunk_size, "chunk_overlap": base.chunk_overlap},
+        "config": {
+            "k": list(sorted(set(ks))),
+            "depth": depth,
+            "queries": len(dataset.queries),
+            "chunk_size": base.chunk_size,
+            "chunk_overlap": base.chunk_overlap,
+        },
         "timings_s": timings,
         "runs": [
             {
-                "name": r.name, "policy": r.policy, "overrides": r.overrides,
+                "name": r.name,
+                "policy": r.policy,
+                "overrides": r.overrides,
                 "seconds": round(r.seconds, 3),
                 "metrics": r.summary,
                 "no_answer": r.no_answer,
                 "by_tag": r.by_tag,
                 "per_query": [
-                    {"query_id": q.id, "query": q.text, "metrics": r.per_query.get(q.id, {}),
-                     "ranking": list(m.ranking(r.run.get(q.id, {})))[:10],
-                     "relevant": sorted(d for d, g in dataset.qrels[q.id].items() if g > 0)}
+                    {
+                        "query_id": q.id,
+                        "query": q.text,
+                        "metrics": r.per_query.get(q.id, {}),
+                        "ranking": list(m.ranking(r.run.get(q.id, {})))[:10],
+                        "relevant": sorted(d for d, g in dataset.qrels[q.id].items() if g > 0),
+                    }
                     for q in dataset.queries
                 ],
             }
@@ -188,7 +254,9 @@ def parse_configs(specs: list[str]) -> list[tuple[str, dict[str, Any]]]:
             key, eq, value = assignment.partition("=")
             if not eq or key.strip() not in Settings.model_fields:
                 raise DatasetError(f"--set {spec!r}: {key.strip()!r} is not a setting")
-            overrides[key.strip()] = json.loads(value) if value.strip() in ("true", "false") or _is_number(value) else value
+            overrides[key.strip()] = (
+                json.loads(value) if value.strip() in ("true", "false") or _is_number(value) else value
+            )
         configs.append((name, overrides))
     return configs
 

@@ -55,8 +55,6 @@ class Owner:
         return f"{self.command} (pid {self.pid or '?'}{where})"
 
 
-
-
 # How a writing command is done through the server that owns the data home instead
 THROUGH_SERVER = {
     "ingest": "upload through it (POST {url}/api/documents, or the console at {url}/)",
@@ -116,8 +114,9 @@ def _read_owner(fd: int) -> Owner:
         try:
             data = json.loads(os.pread(fd, 4096, 0) or b"null")
             if isinstance(data, dict) and isinstance(data.get("pid"), int):
-                return Owner(data["pid"], str(data.get("command") or "kbseek"), data.get("url") or None,
-                             data.get("started_at"))
+                return Owner(
+                    data["pid"], str(data.get("command") or "kbseek"), data.get("url") or None, data.get("started_at")
+                )
         except (ValueError, OSError):
             pass
         time.sleep(0.01)
@@ -161,7 +160,7 @@ class HomeLock:
                 os.close(fd)
                 raise HomeInUse(f"{self.home} is owned by {owner.describe()}", owner=owner) from None
         self._fd = fd
-        self._owner = Owner(os.getpid(), command, url, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        self._owner = Owner(os.getpid(), command, url, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         self._write()
 
     def set_url(self, url: str) -> None:
@@ -187,7 +186,7 @@ class HomeLock:
         self._fd, self._owner = None, None
 
     @contextlib.contextmanager
-    def held(self, command: str, url: str | None = None) -> Iterator["HomeLock"]:
+    def held(self, command: str, url: str | None = None) -> Iterator[HomeLock]:
         self.acquire(command, url)
         try:
             yield self

@@ -15,19 +15,17 @@ from sqlalchemy.engine import Engine, make_url
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql import migrate
-from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.engine import make_engine
-from kbseek.errors import KbseekError, ReadOnlyError, SchemaNotCurrent
+from kbseek.adapters.sql.repository import SqlRepository
+from kbseek.errors import ReadOnlyError, SchemaNotCurrent
 from kbseek.settings import Settings
 
 
-
-
-
-
 def _refuse(what: str) -> ReadOnlyError:
-    return ReadOnlyError(f"this knowledge base was opened read-only: it does not {what}",
-                         hint="write through the process that owns the data home")
+    return ReadOnlyError(
+        f"this knowledge base was opened read-only: it does not {what}",
+        hint="write through the process that owns the data home",
+    )
 
 
 class ReadOnlyRepository(SqlRepository):
@@ -84,19 +82,25 @@ def require_database(database_url: str, home: Path) -> None:
     """Refuse to open a SQLite database that does not exist (opening would create it)."""
     file = sqlite_file(database_url)
     if file is not None and not file.is_file():
-        raise SchemaNotCurrent(f"no knowledge base in {home} yet (no database at {file})",
-                               hint="ingest documents first: kbseek ingest PATH")
+        raise SchemaNotCurrent(
+            f"no knowledge base in {home} yet (no database at {file})",
+            hint="ingest documents first: kbseek ingest PATH",
+        )
 
 
 def require_current_schema(engine: Engine, home: Path) -> str | None:
     """The schema revision, or :class:`SchemaNotCurrent` when it is not the newest this kbseek knows."""
     current, head = migrate.current(engine), migrate.head()
     if current is None:
-        raise SchemaNotCurrent(f"no knowledge base in {home} yet (the database has no schema)",
-                               hint="ingest documents first: kbseek ingest PATH")
+        raise SchemaNotCurrent(
+            f"no knowledge base in {home} yet (the database has no schema)",
+            hint="ingest documents first: kbseek ingest PATH",
+        )
     if current != head:
-        raise SchemaNotCurrent(f"the database of {home} is at schema revision {current}; this kbseek reads {head}",
-                               hint="migrate it: kbseek db upgrade (a starting kbseek serve migrates too)")
+        raise SchemaNotCurrent(
+            f"the database of {home} is at schema revision {current}; this kbseek reads {head}",
+            hint="migrate it: kbseek db upgrade (a starting kbseek serve migrates too)",
+        )
     return current
 
 
@@ -110,5 +114,8 @@ def read_only_parts(settings: Settings) -> tuple[Settings, SqlRepository, FileSt
     except BaseException:
         engine.dispose()
         raise
-    return (settings.model_copy(update={"vector_store": "local"}), ReadOnlyRepository(engine),
-            ReadOnlyFileStore(settings.knowledge_base_dir))
+    return (
+        settings.model_copy(update={"vector_store": "local"}),
+        ReadOnlyRepository(engine),
+        ReadOnlyFileStore(settings.knowledge_base_dir),
+    )

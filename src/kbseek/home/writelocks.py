@@ -95,8 +95,12 @@ class WriteLocks:
                 self._wait_exclusive(time.monotonic() + timeout)
         if not nested:
             try:
-                self._owner_file = self._flock("writes.lock", exclusive=True, deadline=time.monotonic() + timeout,
-                                               what="a write in another process is still running")
+                self._owner_file = self._flock(
+                    "writes.lock",
+                    exclusive=True,
+                    deadline=time.monotonic() + timeout,
+                    what="a write in another process is still running",
+                )
             except BaseException:
                 self._release_exclusive()
                 raise
@@ -118,8 +122,9 @@ class WriteLocks:
         try:
             while self._owner is not None or self.writers:
                 if not self._cond.wait(max(0.0, deadline - time.monotonic())) and time.monotonic() >= deadline:
-                    raise WriteConflictError("the repair waited too long for the writes in flight",
-                                             hint="retry when the uploads are done")
+                    raise WriteConflictError(
+                        "the repair waited too long for the writes in flight", hint="retry when the uploads are done"
+                    )
         finally:
             self.exclusive_waiting -= 1
             self._cond.notify_all()  # writes held back for this repair may go if it gave up

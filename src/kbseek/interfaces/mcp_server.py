@@ -32,7 +32,14 @@ from kbseek import __version__
 from kbseek.errors import INTERNAL_FAILURES, KbseekError, Unavailable, edge_hint, public_message
 from kbseek.lookup.render import render_text, response_view
 from kbseek.lookup.schema import (
-    CATEGORIES, LOOKUP, SECTION, TOOLS, SectionRequest, annotations, input_schema, parse_request,
+    CATEGORIES,
+    LOOKUP,
+    SECTION,
+    TOOLS,
+    SectionRequest,
+    annotations,
+    input_schema,
+    parse_request,
 )
 from kbseek.observability.logs import current_request_id, request_scope
 from kbseek.observability.redact import redact
@@ -63,19 +70,20 @@ class _RawArguments(ArgModelBase):
         return {"arguments": dict(self.__pydantic_extra__ or {})}
 
 
-def _provider(kb: Any) -> Callable[[], "KnowledgeBase"]:
+def _provider(kb: Any) -> Callable[[], KnowledgeBase]:
     """Always a function giving the knowledge base; a failure of the host's provider becomes ``Unavailable``."""
     if not callable(kb):  # a KnowledgeBase (it is not callable)
         return lambda: kb
 
-    def current() -> "KnowledgeBase":
+    def current() -> KnowledgeBase:
         try:
             return kb()
         except KbseekError:
             raise
         except Exception as exc:  # e.g. the REST runtime's "still loading" (HTTP 503) error
-            raise Unavailable(getattr(exc, "message", None) or str(exc) or type(exc).__name__,
-                              hint=getattr(exc, "hint", None)) from exc
+            raise Unavailable(
+                getattr(exc, "message", None) or str(exc) or type(exc).__name__, hint=getattr(exc, "hint", None)
+            ) from exc
 
     return current
 
@@ -84,7 +92,7 @@ class _KnowledgeBaseServer(MCPServer):
     """``MCPServer`` whose resource list is the knowledge base's documents at the time of asking (documents
     come and go after start-up; reads go through the ``kbseek://documents/{+path}`` template)."""
 
-    def __init__(self, kb: Callable[[], "KnowledgeBase"], **kwargs: Any) -> None:
+    def __init__(self, kb: Callable[[], KnowledgeBase], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._kb = kb
 
@@ -94,8 +102,17 @@ class _KnowledgeBaseServer(MCPServer):
             docs = await anyio.to_thread.run_sync(lambda: self._kb().list_documents())
         except KbseekError as exc:
             raise MCPError(code=INTERNAL_ERROR, message=_public_text(exc)) from exc
-        return listed + [Resource(uri=document_uri(d.path), name=d.path, title=d.title, description=d.summary or None,
-                                  mime_type="text/markdown", size=d.size_bytes) for d in docs]
+        return listed + [
+            Resource(
+                uri=document_uri(d.path),
+                name=d.path,
+                title=d.title,
+                description=d.summary or None,
+                mime_type="text/markdown",
+                size=d.size_bytes,
+            )
+            for d in docs
+        ]
 
 
 def document_uri(path: str) -> str:
@@ -108,7 +125,7 @@ def document_uri(path: str) -> str:
     return DOCUMENT_URI.removesuffix("{+path}") + quote(path, safe="/")
 
 
-def build_mcp_server(kb: "KnowledgeBase | Callable[[], KnowledgeBase]") -> MCPServer:
+def build_mcp_server(kb: KnowledgeBase | Callable[[], KnowledgeBase]) -> MCPServer:
     """The MCP server over one knowledge base: three tools and one resource per document.
 
     ``kb`` is the knowledge base, or a function returning it when it is needed, for a host that opens it in
@@ -123,16 +140,29 @@ def build_mcp_server(kb: "KnowledgeBase | Callable[[], KnowledgeBase]") -> MCPSe
     """
     current = _provider(kb)
     level = getattr(getattr(kb, "settings", None), "log_level", "WARNING")
-    tools = [_tool(LOOKUP, lambda arguments: _lookup(current(), arguments)),
-             _tool(SECTION, lambda arguments: _section(current(), arguments)),
-             _tool(CATEGORIES, lambda arguments: _categories(current(), arguments))]
+    tools = [
+        _tool(LOOKUP, lambda arguments: _lookup(current(), arguments)),
+        _tool(SECTION, lambda arguments: _section(current(), arguments)),
+        _tool(CATEGORIES, lambda arguments: _categories(current(), arguments)),
+    ]
     # log_level: MCPServer calls logging.basicConfig (stderr) with it; kbseek's setting keeps that quiet too.
-    server = _KnowledgeBaseServer(current, name=SERVER_NAME, title="kbseek knowledge base", version=__version__,
-                                  instructions=INSTRUCTIONS, tools=tools,
-                                  log_level=level if level in _LOG_LEVELS else "WARNING")
+    server = _KnowledgeBaseServer(
+        current,
+        name=SERVER_NAME,
+        title="kbseek knowledge base",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        log_level=level if level in _LOG_LEVELS else "WARNING",
+    )
 
-    @server.resource(DOCUMENT_URI, name="document", title="Knowledge-base document", mime_type="text/markdown",
-                     description="A document's stored Markdown, frontmatter included; {path} as answers give it.")
+    @server.resource(
+        DOCUMENT_URI,
+        name="document",
+        title="Knowledge-base document",
+        mime_type="text/markdown",
+        description="A document's stored Markdown, frontmatter included; {path} as answers give it.",
+    )
     def document(path: str) -> str:
         try:
             content = current().document_markdown(path)
@@ -158,12 +188,21 @@ def _tool(name: str, handler: Callable[[dict[str, Any]], CallToolResult]) -> Too
                 return _error_result(exc)
 
     hints = annotations(name)
-    return Tool(fn=run, name=name, title=spec.title, description=spec.description, parameters=input_schema(name),
-                fn_metadata=FuncMetadata(arg_model=_RawArguments), is_async=False,  # sync: run on a worker thread
-                annotations=ToolAnnotations(read_only_hint=hints["readOnlyHint"],
-                                            destructive_hint=hints["destructiveHint"],
-                                            idempotent_hint=hints["idempotentHint"],
-                                            open_world_hint=hints["openWorldHint"]))
+    return Tool(
+        fn=run,
+        name=name,
+        title=spec.title,
+        description=spec.description,
+        parameters=input_schema(name),
+        fn_metadata=FuncMetadata(arg_model=_RawArguments),
+        is_async=False,  # sync: run on a worker thread
+        annotations=ToolAnnotations(
+            read_only_hint=hints["readOnlyHint"],
+            destructive_hint=hints["destructiveHint"],
+            idempotent_hint=hints["idempotentHint"],
+            open_world_hint=hints["openWorldHint"],
+        ),
+    )
 
 
 def _public(exc: KbseekError) -> tuple[str, str | None]:
@@ -183,38 +222,44 @@ def _error_result(exc: KbseekError) -> CallToolResult:
     """The message for the model to read and correct; the same ``{"error": ...}`` body as the CLI's ``--json``."""
     message, hint = _public(exc)
     text = f"{exc.code}: {message}" + (f"\nhint: {hint}" if hint else "")
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
-                          structured_content={"error": {"code": exc.code, "message": message, "hint": hint}})
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        is_error=True,
+        structured_content={"error": {"code": exc.code, "message": message, "hint": hint}},
+    )
 
 
 def _answer(response: Any) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=render_text(response))],
-                          structured_content=response_view(response))
+    return CallToolResult(
+        content=[TextContent(type="text", text=render_text(response))], structured_content=response_view(response)
+    )
 
 
-def _lookup(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
+def _lookup(kb: KnowledgeBase, arguments: dict[str, Any]) -> CallToolResult:
     # Null and absent are the same to LookupRequest; the service validates (and records a refused call too).
     return _answer(kb.lookup_knowledge({k: v for k, v in arguments.items() if v is not None}))
 
 
-def _section(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
+def _section(kb: KnowledgeBase, arguments: dict[str, Any]) -> CallToolResult:
     """One section through ``lookup_knowledge(section=...)``: the same rendering, budget and trace as a lookup;
     the document may be named by file name or title too (``KnowledgeBase.section``)."""
     request = cast(SectionRequest, parse_request(SECTION, arguments))
     return _answer(kb.section(request.document, request.section))
 
 
-def _categories(kb: "KnowledgeBase", arguments: dict[str, Any]) -> CallToolResult:
+def _categories(kb: KnowledgeBase, arguments: dict[str, Any]) -> CallToolResult:
     parse_request(CATEGORIES, arguments)
     counts = kb.categories()
     rows = [{"category": category, "documents": n} for category, n in counts.items()]
     lines = [f"{r['category']}: {r['documents']} document(s)" for r in rows]
     lines.append(f"{sum(counts.values())} document(s) in {len(rows)} categories")
-    return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
-                          structured_content={"categories": rows, "documents": sum(counts.values())})
+    return CallToolResult(
+        content=[TextContent(type="text", text="\n".join(lines))],
+        structured_content={"categories": rows, "documents": sum(counts.values())},
+    )
 
 
-def run_stdio(kb: "KnowledgeBase") -> None:
+def run_stdio(kb: KnowledgeBase) -> None:
     """Serve MCP over stdin/stdout until the client closes stdin (blocks).
 
     While serving, the SDK points fd 1 at stderr, so a stray print cannot corrupt the protocol; output
@@ -224,7 +269,7 @@ def run_stdio(kb: "KnowledgeBase") -> None:
 
 
 def streamable_http_app(
-    kb: "KnowledgeBase | Callable[[], KnowledgeBase]",
+    kb: KnowledgeBase | Callable[[], KnowledgeBase],
     *,
     path: str = "/",
     stateless: bool = True,
@@ -272,7 +317,11 @@ def streamable_http_app(
     elif list(allowed_hosts) == ["*"]:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     else:
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=list(allowed_hosts),
-                                             allowed_origins=list(allowed_origins))
-    return build_mcp_server(kb).streamable_http_app(streamable_http_path=path, stateless_http=stateless,
-                                                    json_response=json_response, transport_security=security)
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(allowed_hosts),
+            allowed_origins=list(allowed_origins),
+        )
+    return build_mcp_server(kb).streamable_http_app(
+        streamable_http_path=path, stateless_http=stateless, json_response=json_response, transport_security=security
+    )

@@ -14,9 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kbseek.core.analysis import clean_query
+from kbseek.core.alertline import clean as clean_query
 from kbseek.core.answer import (
-    Answer, Candidate, DocumentEvidence, assemble, compact_summary, dedup_key, join_chunks, metadata_only,
+    Answer,
+    Candidate,
+    DocumentEvidence,
+    assemble,
+    compact_summary,
+    dedup_key,
+    join_chunks,
+    metadata_only,
 )
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
@@ -41,8 +48,10 @@ def recall_depth(top_k: int) -> int:
 def allowed_documents(indexes: Indexes, filters: dict[str, str | list[str]]) -> frozenset[str]:
     """Documents whose frontmatter matches every filter: a field equal to one of the values, or for a
     list field, holding one of them; compared case-insensitively. Values are data, never an expression."""
-    wanted = {name.casefold(): {str(v).casefold() for v in (value if isinstance(value, list) else [value])}
-              for name, value in filters.items()}
+    wanted = {
+        name.casefold(): {str(v).casefold() for v in (value if isinstance(value, list) else [value])}
+        for name, value in filters.items()
+    }
     allowed = set()
     for doc in indexes.documents.values():
         fields = {str(k).casefold(): v for k, v in doc.fields.items()}
@@ -67,8 +76,10 @@ def fuse_variants(results: list[RecallResult]) -> list[Hit]:
         for hit in result.hits:
             by_id.setdefault(hit.chunk.id, hit)
     fused = rrf(lanes, k=60)
-    return [Hit(rank, f.score, by_id[f.chunk_id].chunk, by_id[f.chunk_id].document_title, by_id[f.chunk_id].lanes)
-            for rank, f in enumerate(fused, 1)]
+    return [
+        Hit(rank, f.score, by_id[f.chunk_id].chunk, by_id[f.chunk_id].document_title, by_id[f.chunk_id].lanes)
+        for rank, f in enumerate(fused, 1)
+    ]
 
 
 def l0_status(hint: KeywordHint) -> dict[str, str]:
@@ -80,8 +91,9 @@ def l0_status(hint: KeywordHint) -> dict[str, str]:
     return dict.fromkeys(strong, "match")
 
 
-def levelled(indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds,
-             reference: float | None) -> list[Candidate]:
+def levelled(
+    indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds, reference: float | None
+) -> list[Candidate]:
     """Each hit with its relevance level, in fused order.
 
     The thresholds gate the *question*: when no hit passes, there is no confident match and nothing is
@@ -113,8 +125,14 @@ class Placement:
     legacy: dict[str, Any] = field(default_factory=dict)
 
 
-def place(indexes: Indexes, request: LookupRequest, policy: str, candidates: list[Candidate], hint: KeywordHint,
-          only: frozenset[str] | None) -> Placement:
+def place(
+    indexes: Indexes,
+    request: LookupRequest,
+    policy: str,
+    candidates: list[Candidate],
+    hint: KeywordHint,
+    only: frozenset[str] | None,
+) -> Placement:
     """A named section replaces the recall; ``legacy`` applies its decision matrix; otherwise the best
     ``top_k`` hits, grown as ``expand`` asks, and strong L0 matches without a piece named metadata-only."""
     if request.section:
@@ -134,8 +152,10 @@ def section_candidates(indexes: Indexes, section: str, candidates: list[Candidat
     elif candidates:
         doc = indexes.documents[candidates[0].document_id]
     else:
-        raise NotFoundError(f"section {section!r}: no document named and none matches the query",
-                            hint="name it as 'path/to/doc.md#anchor'")
+        raise NotFoundError(
+            f"section {section!r}: no document named and none matches the query",
+            hint="name it as 'path/to/doc.md#anchor'",
+        )
     chunks = find_section(indexes, doc.id, name) if name else document_chunks(indexes, doc.id)
     if not chunks:
         anchors = ", ".join(s["anchor"] for s in doc.outline[:15])
@@ -151,23 +171,45 @@ def legacy_matrix(indexes: Indexes, hint: KeywordHint, candidates: list[Candidat
     semantic = [c for c in candidates if "dense" in c.lanes or "bm25" in c.lanes]
     if len(strong) == 1:
         doc = indexes.documents[strong[0].document_id]
-        summary = DocumentEvidence(doc, "compact_summary", PRECISE,
-                                   content=compact_summary(doc, _body(indexes, doc.id)))
-        return Placement([], [summary], {"row": "unique_l0_match", "matchType": "exact_L0", "confidence": "high",
-                                         "l1": "skipped"})
+        summary = DocumentEvidence(
+            doc, "compact_summary", PRECISE, content=compact_summary(doc, _body(indexes, doc.id))
+        )
+        return Placement(
+            [], [summary], {"row": "unique_l0_match", "matchType": "exact_L0", "confidence": "high", "l1": "skipped"}
+        )
     if strong:
         doc = indexes.documents[strong[0].document_id]
         if semantic:
             entry = DocumentEvidence(doc, "metadata_only", HIGHLY_RELEVANT, content=metadata_only(doc))
-            return Placement(semantic, [entry], {"row": "several_l0_matches_with_l1", "matchType": "exact_L0",
-                                                 "confidence": "low", "l1": "used",
-                                                 "primary": {"source_path": doc.path, "content": entry.content}})
-        entry = DocumentEvidence(doc, "compact_summary", REFERENCE,
-                                 content=compact_summary(doc, _body(indexes, doc.id)))
-        return Placement([], [entry], {"row": "several_l0_matches_without_l1", "matchType": "exact_L0",
-                                       "confidence": "low", "l1": "empty"})
-    return Placement(semantic, [], {"row": "no_l0_match", "matchType": "semantic_L1",
-                                    "confidence": "medium" if semantic else "none", "l1": "used"})
+            return Placement(
+                semantic,
+                [entry],
+                {
+                    "row": "several_l0_matches_with_l1",
+                    "matchType": "exact_L0",
+                    "confidence": "low",
+                    "l1": "used",
+                    "primary": {"source_path": doc.path, "content": entry.content},
+                },
+            )
+        entry = DocumentEvidence(
+            doc, "compact_summary", REFERENCE, content=compact_summary(doc, _body(indexes, doc.id))
+        )
+        return Placement(
+            [],
+            [entry],
+            {"row": "several_l0_matches_without_l1", "matchType": "exact_L0", "confidence": "low", "l1": "empty"},
+        )
+    return Placement(
+        semantic,
+        [],
+        {
+            "row": "no_l0_match",
+            "matchType": "semantic_L1",
+            "confidence": "medium" if semantic else "none",
+            "l1": "used",
+        },
+    )
 
 
 def _body(indexes: Indexes, document_id: str) -> str:
@@ -179,51 +221,85 @@ def _within(hint: KeywordHint, category: str | None, only: frozenset[str] | None
     """The hint's matches that the request's category and filters allow (pointers obey them like evidence)."""
     if category is None and only is None:
         return hint
-    return replace(hint, matches=tuple(m for m in hint.matches if (category is None or m.category == category)
-                                       and (only is None or m.document_id in only)))
+    return replace(
+        hint,
+        matches=tuple(
+            m
+            for m in hint.matches
+            if (category is None or m.category == category) and (only is None or m.document_id in only)
+        ),
+    )
 
 
-def _unplaced_l0_matches(indexes: Indexes, hint: KeywordHint, candidates: list[Candidate],
-                         only: frozenset[str] | None) -> list[DocumentEvidence]:
+def _unplaced_l0_matches(
+    indexes: Indexes, hint: KeywordHint, candidates: list[Candidate], only: frozenset[str] | None
+) -> list[DocumentEvidence]:
     """Strong L0 matches with no piece in the answer: named metadata-only (title, summary, keywords, source), at
     most two."""
     placed = {c.document_id for c in candidates}
     out = []
     for m in hint.matches:
-        if (m.exact and m.score >= STRONG_TIER and m.document_id not in placed and m.document_id in indexes.documents
-                and (only is None or m.document_id in only)):
+        if (
+            m.exact
+            and m.score >= STRONG_TIER
+            and m.document_id not in placed
+            and m.document_id in indexes.documents
+            and (only is None or m.document_id in only)
+        ):
             doc = indexes.documents[m.document_id]
             out.append(DocumentEvidence(doc, "metadata_only", REFERENCE, content=metadata_only(doc)))
     return out[:2]
 
 
-def assemble_answer(indexes: Indexes, request: LookupRequest, placement: Placement, hits: list[Hit],
-                    seen: dict[str, int], config: LookupConfig) -> Answer:
+def assemble_answer(
+    indexes: Indexes,
+    request: LookupRequest,
+    placement: Placement,
+    hits: list[Hit],
+    seen: dict[str, int],
+    config: LookupConfig,
+) -> Answer:
     """The answer an agent reads (``core.answer.assemble``) under the request's budget and the configured caps; a
     named section comes whole and is never deduplicated. With no confident match, the closest documents are named
     (not as evidence)."""
     candidates = placement.candidates
     placed = candidates if request.section else candidates[: request.top_k]
-    answer = assemble(placed, indexes.documents, seen={} if request.section else seen, dedup_mode=request.dedup,
-                      budget_chars=request.budget_chars or config.budget_chars,
-                      per_document=len(candidates) or 1 if request.section else config.per_document,
-                      url_template=config.source_url_template, extra=placement.extra)
+    answer = assemble(
+        placed,
+        indexes.documents,
+        seen={} if request.section else seen,
+        dedup_mode=request.dedup,
+        budget_chars=request.budget_chars or config.budget_chars,
+        per_document=len(candidates) or 1 if request.section else config.per_document,
+        url_template=config.source_url_template,
+        extra=placement.extra,
+    )
     if answer.status == "no_confident_match" and not candidates and not request.section and hits:
         answer = replace(answer, closest=_closest(hits))
     return answer
 
 
 def _closest(hits: list[Hit]) -> tuple[dict[str, Any], ...]:
-    return tuple({"document_id": h.chunk.document_id, "source_path": h.chunk.source_path, "title": h.document_title,
-                  "breadcrumb": h.chunk.breadcrumb, "anchor": h.chunk.anchor,
-                  "similarity": round(h.lanes["dense"].score, 4) if "dense" in h.lanes else None}
-                 for h in hits[:CLOSEST])
+    return tuple(
+        {
+            "document_id": h.chunk.document_id,
+            "source_path": h.chunk.source_path,
+            "title": h.document_title,
+            "breadcrumb": h.chunk.breadcrumb,
+            "anchor": h.chunk.anchor,
+            "similarity": round(h.lanes["dense"].score, 4) if "dense" in h.lanes else None,
+        }
+        for h in hits[:CLOSEST]
+    )
 
 
 def given(indexes: Indexes, answer: Answer, dedup: str) -> list[tuple[str, str, str | None]]:
     """What the answer gave, as ``(dedup key, document id, anchor)``: each piece by its dedup key, and a compact
     summary by its document."""
-    out = [(dedup_key(indexes.chunks[p.chunk_ids[0]], dedup), e.document.id, None if dedup == "document" else p.anchor)
-           for e in answer.documents for p in e.pieces]
+    out = [
+        (dedup_key(indexes.chunks[p.chunk_ids[0]], dedup), e.document.id, None if dedup == "document" else p.anchor)
+        for e in answer.documents
+        for p in e.pieces
+    ]
     out += [(e.document.id, e.document.id, None) for e in answer.documents if e.form == "compact_summary"]
     return out

@@ -20,9 +20,12 @@ from kbseek.settings import Settings
 
 def fusion_config(settings: Settings) -> FusionConfig:
     """How the recall lanes are fused, from the settings."""
-    return FusionConfig(rrf_k=settings.rrf_k, lane_depth=settings.lane_depth, method=settings.fusion,
-                        weights={"bm25": settings.weight_bm25, "dense": settings.weight_dense,
-                                 "l0": settings.weight_l0})
+    return FusionConfig(
+        rrf_k=settings.rrf_k,
+        lane_depth=settings.lane_depth,
+        method=settings.fusion,
+        weights={"bm25": settings.weight_bm25, "dense": settings.weight_dense, "l0": settings.weight_l0},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,7 @@ class LookupConfig:
     threshold_overrides: dict[str, float] = field(default_factory=dict)  # over the embedder's calibration
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "LookupConfig":
+    def from_settings(cls, settings: Settings) -> LookupConfig:
         return cls(
             policy=settings.policy,
             fusion=fusion_config(settings),
@@ -50,8 +53,9 @@ class LookupConfig:
             source_url_template=settings.source_url_template or None,
             query_rewrite=settings.query_rewrite,
             slow_lookup_ms=settings.slow_lookup_ms,
-            threshold_overrides={name: getattr(settings, name) for name in THRESHOLD_FIELDS
-                                 if getattr(settings, name) is not None},
+            threshold_overrides={
+                name: getattr(settings, name) for name in THRESHOLD_FIELDS if getattr(settings, name) is not None
+            },
         )
 
     def thresholds_for(self, model_id: str | None) -> Thresholds:

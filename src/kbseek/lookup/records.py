@@ -57,27 +57,39 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
     lanes: dict[str, list[dict[str, Any]]] = {}
     for hit in ranked:
         for name, lane in hit.lanes.items():
-            lanes.setdefault(name, []).append({"chunk_id": hit.chunk.id, "rank": lane.rank,
-                                               "score": round(lane.score, 6)})
+            lanes.setdefault(name, []).append(
+                {"chunk_id": hit.chunk.id, "rank": lane.rank, "score": round(lane.score, 6)}
+            )
     lanes = {name: sorted(found, key=lambda x: x["rank"])[:LANE_CANDIDATES] for name, found in lanes.items()}
     fused = [{"chunk_id": h.chunk.id, "score": round(h.score, 6)} for h in ranked[:10]]
     listed = {e["chunk_id"] for found in [*lanes.values(), fused] for e in found}
     paths = {h.chunk.id: h.chunk.source_path for h in ranked if h.chunk.id in listed}  # once each, not per lane
     details = {
-        "l0_matches": [{"title": m.title, "path": m.path, "field": m.field, "exact": m.exact, "score": m.score}
-                       for m in hint.matches],
+        "l0_matches": [
+            {"title": m.title, "path": m.path, "field": m.field, "exact": m.exact, "score": m.score}
+            for m in hint.matches
+        ],
         "l0_keywords": list(hint.matched_keywords),
         "domains": list(hint.domains),
-        "filter": {"category": response.filter.category, "source": response.filter.source,
-                   "relaxed": response.filter.relaxed},
+        "filter": {
+            "category": response.filter.category,
+            "source": response.filter.source,
+            "relaxed": response.filter.relaxed,
+        },
         "filters": response.filters,
         "lanes": lanes,
         "fused": fused,
         "paths": paths,
-        "evidence": [{"path": e.document.path, "form": e.form, "relevance": e.level,
-                      "anchors": [p.anchor for p in e.pieces],
-                      "lanes": sorted({lane for p in e.pieces for c in p.chunk_ids for lane in lanes_of.get(c, ())})}
-                     for e in answer.documents],
+        "evidence": [
+            {
+                "path": e.document.path,
+                "form": e.form,
+                "relevance": e.level,
+                "anchors": [p.anchor for p in e.pieces],
+                "lanes": sorted({lane for p in e.pieces for c in p.chunk_ids for lane in lanes_of.get(c, ())}),
+            }
+            for e in answer.documents
+        ],
         "evidence_status": answer.evidence_status,
         "deduplicated": [{"path": d.path, "anchor": d.anchor, "first_call": d.first_call} for d in answer.deduplicated],
         "fallbacks": list(response.notes),
@@ -88,26 +100,47 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
         "legacy": response.legacy or None,
     }
     return {
-        "tool_name": "lookup_knowledge", "session_id": response.session_id, "call": response.call,
-        "request_id": response.request_id, "query": response.query, "policy": response.policy,
+        "tool_name": "lookup_knowledge",
+        "session_id": response.session_id,
+        "call": response.call,
+        "request_id": response.request_id,
+        "query": response.query,
+        "policy": response.policy,
         "retrieval_layer": layer(response.policy, len(hint.matches), l1),
-        "l0_match_count": len(hint.matches), "l1_match_count": l1, "retrieval_details": details,
+        "l0_match_count": len(hint.matches),
+        "l1_match_count": l1,
+        "retrieval_details": details,
         "relevance_level": answer.level,
         "dedup_reason": "; ".join(d.reason for d in answer.deduplicated) or None,
-        "output_preview": preview(answer), "duration_ms": round(duration_ms, 3), "timings": response.timings_ms,
-        "success": True, "error": None,
+        "output_preview": preview(answer),
+        "duration_ms": round(duration_ms, 3),
+        "timings": response.timings_ms,
+        "success": True,
+        "error": None,
     }
 
 
-def failure_row(request: Any, error: Exception, duration_ms: float, request_id: str = "",
-                call: int | None = None) -> dict[str, Any]:
+def failure_row(
+    request: Any, error: Exception, duration_ms: float, request_id: str = "", call: int | None = None
+) -> dict[str, Any]:
     data = request if isinstance(request, dict) else (request.model_dump() if hasattr(request, "model_dump") else {})
     query = data.get("query")
     return {
-        "tool_name": "lookup_knowledge", "session_id": data.get("session_id") if isinstance(data.get("session_id"), str)
-        else None, "call": call, "request_id": request_id, "query": query if isinstance(query, str) else repr(query),
-        "policy": str(data.get("policy") or ""), "retrieval_layer": "none", "l0_match_count": 0, "l1_match_count": 0,
-        "retrieval_details": {}, "relevance_level": "ERROR", "dedup_reason": None, "output_preview": "",
-        "duration_ms": round(duration_ms, 3), "timings": {}, "success": False,
+        "tool_name": "lookup_knowledge",
+        "session_id": data.get("session_id") if isinstance(data.get("session_id"), str) else None,
+        "call": call,
+        "request_id": request_id,
+        "query": query if isinstance(query, str) else repr(query),
+        "policy": str(data.get("policy") or ""),
+        "retrieval_layer": "none",
+        "l0_match_count": 0,
+        "l1_match_count": 0,
+        "retrieval_details": {},
+        "relevance_level": "ERROR",
+        "dedup_reason": None,
+        "output_preview": "",
+        "duration_ms": round(duration_ms, 3),
+        "timings": {},
+        "success": False,
         "error": f"{type(error).__name__}: {error}"[:2000],
     }

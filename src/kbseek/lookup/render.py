@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kbseek.core.answer import DocumentEvidence, Piece
-from kbseek.lookup.views import filter_view, hint_view, lane_view
 from kbseek.core.modes import ANSWER_FORMATS
+from kbseek.lookup.views import filter_view, hint_view, lane_view
 
 FORMATS = ANSWER_FORMATS
 
@@ -63,20 +63,33 @@ def response_view(response: Any) -> dict[str, Any]:
         "relevance": answer.level,
         "evidence_status": answer.evidence_status,
         "completeness": answer.completeness,
-        "hint": {**hint_view(response.hint), "filter": filter_view(response.filter),
-                 "filters": response.filters},
+        "hint": {**hint_view(response.hint), "filter": filter_view(response.filter), "filters": response.filters},
         "documents": [document_evidence_view(e) for e in answer.documents],
         "deduplicated": [
-            {"document_id": d.document_id, "source_path": d.path, "title": d.title, "anchor": d.anchor,
-             "heading": d.heading, "first_call": d.first_call, "reason": d.reason, "relevance": d.level}
+            {
+                "document_id": d.document_id,
+                "source_path": d.path,
+                "title": d.title,
+                "anchor": d.anchor,
+                "heading": d.heading,
+                "first_call": d.first_call,
+                "reason": d.reason,
+                "relevance": d.level,
+            }
             for d in answer.deduplicated
         ],
         "closest": list(answer.closest),
         "budget": {"chars": answer.chars, "limit": answer.budget, "omitted": answer.omitted},
-        "thresholds": {"similarity_high": _finite(t.similarity_high), "similarity_low": _finite(t.similarity_low),
-                       "coverage_high": t.coverage_high, "coverage_low": t.coverage_low, "source": t.source},
-        "rewrite": None if response.rewrite is None else {
-            "additions": list(response.rewrite.additions), "variants": list(response.rewrite.variants)},
+        "thresholds": {
+            "similarity_high": _finite(t.similarity_high),
+            "similarity_low": _finite(t.similarity_low),
+            "coverage_high": t.coverage_high,
+            "coverage_low": t.coverage_low,
+            "source": t.source,
+        },
+        "rewrite": None
+        if response.rewrite is None
+        else {"additions": list(response.rewrite.additions), "variants": list(response.rewrite.variants)},
         "legacy": response.legacy or None,
         "notes": list(response.notes),
         "index_version": response.index_version,
@@ -92,12 +105,17 @@ def _finite(value: float) -> float | None:
 def render_text(response: Any) -> str:
     """The answer as an agent should read it: levels and sources first, then the evidence."""
     answer = response.answer
-    lines = [f"lookup_knowledge: {response.query}", f"status: {answer.status} · relevance: {answer.level} · "
-             f"evidence: {answer.evidence_status}", answer.completeness]
+    lines = [
+        f"lookup_knowledge: {response.query}",
+        f"status: {answer.status} · relevance: {answer.level} · evidence: {answer.evidence_status}",
+        answer.completeness,
+    ]
     for n, entry in enumerate(answer.documents, 1):
         doc = entry.document
-        lines += ["", f"[{n}] {doc.title} ({entry.level}) — {doc.path}" + (f" <{entry.source_url}>" if entry.source_url
-                                                                           else "")]
+        lines += [
+            "",
+            f"[{n}] {doc.title} ({entry.level}) — {doc.path}" + (f" <{entry.source_url}>" if entry.source_url else ""),
+        ]
         if entry.content:
             lines.append(entry.content)
         for piece in entry.pieces:
@@ -123,13 +141,22 @@ def legacy_view(response: Any) -> dict[str, Any]:
         return {"found": False, "primary": None, "supplement": None}
     if "primary" in legacy:  # several L0 matches with L1: the first match's metadata, all L1 pieces after
         pieces = [p for e in entries for p in e.pieces]
-        return {"found": True,
-                "primary": {"content": legacy["primary"]["content"],
-                            "source": f"knowledge_base/{legacy['primary']['source_path']}",
-                            "matchType": "exact_L0", "confidence": legacy["confidence"]},
-                "supplement": {"content": "\n\n".join(f"[{p.breadcrumb}]\n{p.text}" for p in pieces),
-                               "matchType": "semantic_L1",
-                               "sources": sorted({e.document.path for e in entries if e.pieces})} if pieces else None}
+        return {
+            "found": True,
+            "primary": {
+                "content": legacy["primary"]["content"],
+                "source": f"knowledge_base/{legacy['primary']['source_path']}",
+                "matchType": "exact_L0",
+                "confidence": legacy["confidence"],
+            },
+            "supplement": {
+                "content": "\n\n".join(f"[{p.breadcrumb}]\n{p.text}" for p in pieces),
+                "matchType": "semantic_L1",
+                "sources": sorted({e.document.path for e in entries if e.pieces}),
+            }
+            if pieces
+            else None,
+        }
     first, rest = entries[0], entries[1:]
     from_l0 = first.form in ("compact_summary", "metadata_only")
     primary = {
@@ -143,10 +170,13 @@ def legacy_view(response: Any) -> dict[str, Any]:
         pieces = [p for e in rest for p in e.pieces] + list(first.pieces)
     supplement = None
     if pieces:
-        supplement = {"content": "\n\n".join(f"[{p.breadcrumb}]\n{p.text}" for p in pieces),
-                      "matchType": "semantic_L1",
-                      "sources": sorted({e.document.path for e in rest} | ({first.document.path} if first.pieces and
-                                                                         from_l0 else set()))}
+        supplement = {
+            "content": "\n\n".join(f"[{p.breadcrumb}]\n{p.text}" for p in pieces),
+            "matchType": "semantic_L1",
+            "sources": sorted(
+                {e.document.path for e in rest} | ({first.document.path} if first.pieces and from_l0 else set())
+            ),
+        }
     return {"found": True, "primary": primary, "supplement": supplement}
 
 

@@ -13,9 +13,10 @@ accepts cannot drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -61,12 +62,26 @@ class SectionRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    document: Annotated[_Text, Field(max_length=500, description=(
-        "The document's path as answers give it, e.g. 'payment/gateway-errors.md' (or its id, or its file name "
-        "when unique)."))]
-    section: Annotated[_Text, Field(max_length=600, description=(
-        "The section's anchor as listed in an answer's available sections, e.g. 'err_timeout', or its heading "
-        "path, e.g. 'Troubleshooting / Timeouts'."))]
+    document: Annotated[
+        _Text,
+        Field(
+            max_length=500,
+            description=(
+                "The document's path as answers give it, e.g. 'payment/gateway-errors.md' (or its id, or its file name "
+                "when unique)."
+            ),
+        ),
+    ]
+    section: Annotated[
+        _Text,
+        Field(
+            max_length=600,
+            description=(
+                "The section's anchor as listed in an answer's available sections, e.g. 'err_timeout', or its heading "
+                "path, e.g. 'Troubleshooting / Timeouts'."
+            ),
+        ),
+    ]
 
 
 class CategoriesRequest(BaseModel):
@@ -86,11 +101,13 @@ class ToolSpec:
     idempotent: bool  # lookup_knowledge is not: a session's repeated question gets DEDUPED pointers
 
 
-TOOLS: Mapping[str, ToolSpec] = MappingProxyType({
-    LOOKUP: ToolSpec(LOOKUP, "Look up the knowledge base", LOOKUP_DESCRIPTION, LookupRequest, idempotent=False),
-    SECTION: ToolSpec(SECTION, "Read a document section", SECTION_DESCRIPTION, SectionRequest, idempotent=True),
-    CATEGORIES: ToolSpec(CATEGORIES, "List categories", CATEGORIES_DESCRIPTION, CategoriesRequest, idempotent=True),
-})
+TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
+    {
+        LOOKUP: ToolSpec(LOOKUP, "Look up the knowledge base", LOOKUP_DESCRIPTION, LookupRequest, idempotent=False),
+        SECTION: ToolSpec(SECTION, "Read a document section", SECTION_DESCRIPTION, SectionRequest, idempotent=True),
+        CATEGORIES: ToolSpec(CATEGORIES, "List categories", CATEGORIES_DESCRIPTION, CategoriesRequest, idempotent=True),
+    }
+)
 tool_descriptions: Mapping[str, str] = MappingProxyType({name: spec.description for name, spec in TOOLS.items()})
 
 
@@ -117,22 +134,33 @@ def input_schema(name: str = LOOKUP) -> dict[str, Any]:
 def openai_tool_schema(name: str = LOOKUP) -> dict[str, Any]:
     """The OpenAI function-calling (and compatible) tool definition."""
     spec = _spec(name)
-    return {"type": "function",
-            "function": {"name": spec.name, "description": spec.description, "parameters": input_schema(name)}}
+    return {
+        "type": "function",
+        "function": {"name": spec.name, "description": spec.description, "parameters": input_schema(name)},
+    }
 
 
 def mcp_tool_definition(name: str = LOOKUP) -> dict[str, Any]:
     """The tool as an MCP ``tools/list`` entry (camelCase wire names), as the MCP server lists it."""
     spec = _spec(name)
-    return {"name": spec.name, "title": spec.title, "description": spec.description,
-            "inputSchema": input_schema(name), "annotations": annotations(name)}
+    return {
+        "name": spec.name,
+        "title": spec.title,
+        "description": spec.description,
+        "inputSchema": input_schema(name),
+        "annotations": annotations(name),
+    }
 
 
 def annotations(name: str) -> dict[str, bool]:
     """MCP tool hints: every tool only reads the knowledge base (lookups record a trace, which changes nothing
     an agent could observe besides session dedup) and reaches nothing outside it."""
-    return {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": _spec(name).idempotent,
-            "openWorldHint": False}
+    return {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": _spec(name).idempotent,
+        "openWorldHint": False,
+    }
 
 
 def parse_request(name: str, arguments: dict[str, Any]) -> BaseModel:

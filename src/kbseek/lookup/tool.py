@@ -24,7 +24,13 @@ from kbseek.core.rewrite import QueryRewriter
 from kbseek.core.rewrite import Rewrite as RewriteResult
 from kbseek.errors import InvalidRequest, KbseekError
 from kbseek.lookup.answering import (
-    allowed_documents, assemble_answer, fuse_variants, given, levelled, place, recall_depth,
+    allowed_documents,
+    assemble_answer,
+    fuse_variants,
+    given,
+    levelled,
+    place,
+    recall_depth,
 )
 from kbseek.lookup.config import LookupConfig
 from kbseek.lookup.records import failure_row, success_row
@@ -49,8 +55,16 @@ class Recall(Protocol):
     @property
     def embedder_id(self) -> str | None: ...
 
-    def __call__(self, query: str, *, top_k: int, policy: str, category: str | None, only: frozenset[str] | None,
-                 config: LookupConfig) -> RecallResult: ...
+    def __call__(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        policy: str,
+        category: str | None,
+        only: frozenset[str] | None,
+        config: LookupConfig,
+    ) -> RecallResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +78,26 @@ class IndexRecall:
         dense = self.indexes.dense
         return dense.embedder.model_id if dense is not None else None
 
-    def __call__(self, query: str, *, top_k: int, policy: str, category: str | None, only: frozenset[str] | None,
-                 config: LookupConfig) -> RecallResult:
-        return retrieval.lookup(self.indexes, query, top_k=top_k, policy=policy, category=category,
-                                use_domain_filter=config.domain_filter, config=config.fusion, only=only)
+    def __call__(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        policy: str,
+        category: str | None,
+        only: frozenset[str] | None,
+        config: LookupConfig,
+    ) -> RecallResult:
+        return retrieval.lookup(
+            self.indexes,
+            query,
+            top_k=top_k,
+            policy=policy,
+            category=category,
+            use_domain_filter=config.domain_filter,
+            config=config.fusion,
+            only=only,
+        )
 
 
 @dataclass(slots=True)
@@ -99,7 +129,7 @@ class LookupTool:
     invocations: InvocationRecorder | None = None
     telemetry: Telemetry | None = None
 
-    def with_settings(self, settings: Settings) -> "LookupTool":
+    def with_settings(self, settings: Settings) -> LookupTool:
         """The same tool reading another configuration (e.g. one an evaluation tries); this one is unchanged."""
         return replace(self, config=LookupConfig.from_settings(settings))
 
@@ -114,16 +144,25 @@ class LookupTool:
         with request_scope() as request_id:
             try:
                 parsed = request if isinstance(request, LookupRequest) else LookupRequest.parse(request)
-                log.info("lookup_knowledge received: query=%r policy=%s session=%s", parsed.query[:200],
-                         parsed.policy or self.config.policy, parsed.session_id or "-")
+                log.info(
+                    "lookup_knowledge received: query=%r policy=%s session=%s",
+                    parsed.query[:200],
+                    parsed.policy or self.config.policy,
+                    parsed.session_id or "-",
+                )
                 response = self.answer(parsed, started=started, on_call=session_call.append)
             except Exception as exc:
                 duration = (time.perf_counter() - started) * 1000
                 if isinstance(exc, KbseekError):
                     log.info("lookup_knowledge refused: %s totalTime=%.1fms", exc, duration)
                 else:
-                    log.error("lookup_knowledge failed: %s: %s totalTime=%.1fms", type(exc).__name__, exc, duration,
-                              exc_info=True)
+                    log.error(
+                        "lookup_knowledge failed: %s: %s totalTime=%.1fms",
+                        type(exc).__name__,
+                        exc,
+                        duration,
+                        exc_info=True,
+                    )
                 self._record(failure_row(request, exc, duration, request_id, session_call[0] if session_call else None))
                 raise
             duration = (time.perf_counter() - started) * 1000
@@ -132,8 +171,9 @@ class LookupTool:
             self._record(row)
             return response
 
-    def answer(self, request: LookupRequest, *, started: float | None = None,
-               on_call: Callable[[int], None] | None = None) -> LookupResponse:
+    def answer(
+        self, request: LookupRequest, *, started: float | None = None, on_call: Callable[[int], None] | None = None
+    ) -> LookupResponse:
         """The steps of one call, without its record: recall → levels → placement → assembly → session dedup."""
         started = time.perf_counter() if started is None else started
         policy = request.policy or self.config.policy
@@ -151,14 +191,27 @@ class LookupTool:
             base = recalled.base
             dense = indexes.dense
             return LookupResponse(
-                query=request.query.strip(), request_id=base.request_id, policy=policy, session_id=request.session_id,
-                call=call, hint=recalled.hint, filter=base.filter, filters=dict(request.filters or {}), answer=answer,
-                thresholds=thresholds, index_version=base.index_version,
+                query=request.query.strip(),
+                request_id=base.request_id,
+                policy=policy,
+                session_id=request.session_id,
+                call=call,
+                hint=recalled.hint,
+                filter=base.filter,
+                filters=dict(request.filters or {}),
+                answer=answer,
+                thresholds=thresholds,
+                index_version=base.index_version,
                 embedding_model=dense.model_id if dense is not None else None,
-                timings_ms={**base.timings_ms, "levels_and_assembly": round((done - t_recall) * 1000, 3),
-                            "total": round((done - started) * 1000, 3)},
-                notes=tuple(notes + [n for n in recalled.notes if n not in notes]), rewrite=recalled.rewrite,
-                legacy=placement.legacy, ranked=tuple(recalled.hits),
+                timings_ms={
+                    **base.timings_ms,
+                    "levels_and_assembly": round((done - t_recall) * 1000, 3),
+                    "total": round((done - started) * 1000, 3),
+                },
+                notes=tuple(notes + [n for n in recalled.notes if n not in notes]),
+                rewrite=recalled.rewrite,
+                legacy=placement.legacy,
+                ranked=tuple(recalled.hits),
             )
 
     # -- the steps ------------------------------------------------------------------------
@@ -170,8 +223,9 @@ class LookupTool:
         only = allowed_documents(self.indexes, request.filters)
         return only, [] if only else [f"no document matches the filters {request.filters}"]
 
-    def _begin_session(self, request: LookupRequest, on_call: Callable[[int], None] | None
-                       ) -> tuple[int | None, dict[str, int]]:
+    def _begin_session(
+        self, request: LookupRequest, on_call: Callable[[int], None] | None
+    ) -> tuple[int | None, dict[str, int]]:
         """The call's number in its session (told to ``on_call`` at once) and what the session has been given
         (nothing without a session)."""
         if not request.session_id:
@@ -183,8 +237,9 @@ class LookupTool:
             on_call(call)
         return call, self.sessions.seen(request.session_id)
 
-    def _recall_and_level(self, request: LookupRequest, policy: str, only: frozenset[str] | None,
-                          thresholds: Thresholds) -> _Recalled:
+    def _recall_and_level(
+        self, request: LookupRequest, policy: str, only: frozenset[str] | None, thresholds: Thresholds
+    ) -> _Recalled:
         """The policy's recall of each query variant, fused and levelled. When rewriting added terms and the
         variants found nothing confident, the original query is recalled and levelled instead."""
         query = request.query.strip()
@@ -196,8 +251,14 @@ class LookupTool:
         recall_policy = "hybrid" if policy == "legacy" else policy  # legacy shapes the answer of a hybrid recall
 
         def recall(text: str) -> RecallResult:
-            return self.recall(text, top_k=recall_depth(request.top_k), policy=recall_policy,
-                               category=request.category, only=only, config=self.config)
+            return self.recall(
+                text,
+                top_k=recall_depth(request.top_k),
+                policy=recall_policy,
+                category=request.category,
+                only=only,
+                config=self.config,
+            )
 
         results = [recall(v) for v in variants]
         base = results[0]
@@ -207,14 +268,25 @@ class LookupTool:
         notes: list[str] = []
         if rewrite and rewrite.additions and not candidates:
             plain = recall(query)
-            candidates = levelled(self.indexes, request.query, list(plain.hits), plain.hint or hint, thresholds,
-                                  plain.reference_similarity)
+            candidates = levelled(
+                self.indexes,
+                request.query,
+                list(plain.hits),
+                plain.hint or hint,
+                thresholds,
+                plain.reference_similarity,
+            )
             notes.append("the rewritten query found no confident match; answered from the original query")
         for result in results:
             notes += [n for n in result.notes if n not in notes]
         confident = [c for c in candidates if c.level != REFERENCE]
-        log.info("confidence: confident=%s hits=%d above_reference=%d thresholds=%s", bool(candidates), len(hits),
-                 len(confident), thresholds.source)
+        log.info(
+            "confidence: confident=%s hits=%d above_reference=%d thresholds=%s",
+            bool(candidates),
+            len(hits),
+            len(confident),
+            thresholds.source,
+        )
         return _Recalled(base, hint, hits, candidates, rewrite, notes)
 
     def _remember(self, request: LookupRequest, call: int | None, answer: Answer) -> None:
@@ -233,11 +305,32 @@ class LookupTool:
     def _log_done(self, response: LookupResponse, duration: float) -> None:
         answer = response.answer
         stages = " ".join(f"{k}={v:.1f}" for k, v in response.timings_ms.items() if k != "total")
-        fields = {"total_ms": round(duration, 3), "timings_ms": response.timings_ms, "status": answer.status,
-                  "relevance_level": answer.level, "session_id": response.session_id}
-        log.info("lookup_knowledge done: status=%s level=%s evidence=%s documents=%d deduped=%d chars=%d "
-                 "totalTime=%.1fms stages: %s", answer.status, answer.level, answer.evidence_status,
-                 len(answer.documents), len(answer.deduplicated), answer.chars, duration, stages, extra=fields)
+        fields = {
+            "total_ms": round(duration, 3),
+            "timings_ms": response.timings_ms,
+            "status": answer.status,
+            "relevance_level": answer.level,
+            "session_id": response.session_id,
+        }
+        log.info(
+            "lookup_knowledge done: status=%s level=%s evidence=%s documents=%d deduped=%d chars=%d "
+            "totalTime=%.1fms stages: %s",
+            answer.status,
+            answer.level,
+            answer.evidence_status,
+            len(answer.documents),
+            len(answer.deduplicated),
+            answer.chars,
+            duration,
+            stages,
+            extra=fields,
+        )
         if duration > self.config.slow_lookup_ms:
-            log.warning("slow lookup: totalTime=%.0fms > %.0fms query=%r stages: %s", duration,
-                        self.config.slow_lookup_ms, response.query[:200], stages, extra=fields)
+            log.warning(
+                "slow lookup: totalTime=%.0fms > %.0fms query=%r stages: %s",
+                duration,
+                self.config.slow_lookup_ms,
+                response.query[:200],
+                stages,
+                extra=fields,
+            )

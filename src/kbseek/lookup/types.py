@@ -36,27 +36,37 @@ class LookupRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                       description="The question, alert text, error code or identifier to look up.")
-    session_id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[\w.:@\-]+$",
-                                   description="The agent's diagnosis session; enables dedup across calls.")
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="The question, alert text, error code or identifier to look up.",
+    )
+    session_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[\w.:@\-]+$",
+        description="The agent's diagnosis session; enables dedup across calls.",
+    )
     category: str | None = Field(None, min_length=1, max_length=200, description="Only this category.")
     filters: dict[str, str | list[str]] | None = Field(
-        None, description="Frontmatter fields that must match, e.g. {\"service\": \"payment\", \"tags\": [\"db\"]}.")
+        None, description='Frontmatter fields that must match, e.g. {"service": "payment", "tags": ["db"]}.'
+    )
     top_k: int = Field(5, ge=1, le=50, description="At most this many evidence pieces.")
-    policy: Policy | None = Field(
-        None, description="Retrieval policy; default from the settings (hybrid).")
-    expand: Expand = Field(
-        "none", description="Give each hit's whole section, or its neighbouring chunks.")
-    section: str | None = Field(None, min_length=1, max_length=600,
-                                description="One section: 'path/to/doc.md#anchor' or '#heading path' within the "
-                                            "best document for the query.")
+    policy: Policy | None = Field(None, description="Retrieval policy; default from the settings (hybrid).")
+    expand: Expand = Field("none", description="Give each hit's whole section, or its neighbouring chunks.")
+    section: str | None = Field(
+        None,
+        min_length=1,
+        max_length=600,
+        description="One section: 'path/to/doc.md#anchor' or '#heading path' within the best document for the query.",
+    )
     dedup: Dedup = Field("section", description="What a session remembers as given.")
     budget_chars: int | None = Field(None, ge=200, le=100_000, description="Total characters of evidence.")
     rewrite: Rewrite | None = Field(None, description="Rule-based query rewriting.")
 
     @classmethod
-    def parse(cls, data: dict[str, Any]) -> "LookupRequest":
+    def parse(cls, data: dict[str, Any]) -> LookupRequest:
         try:
             request = cls.model_validate(data)
         except ValidationError as exc:
@@ -66,8 +76,10 @@ class LookupRequest(BaseModel):
             for name, value in request.filters.items():
                 values = value if isinstance(value, list) else [value]
                 if not name or len(name) > 100 or len(values) > MAX_FILTER_VALUES or any(len(v) > 200 for v in values):
-                    raise InvalidRequest(f"filters.{name[:100]}: a field name up to 100 characters and up to "
-                                         f"{MAX_FILTER_VALUES} values of up to 200 characters")
+                    raise InvalidRequest(
+                        f"filters.{name[:100]}: a field name up to 100 characters and up to "
+                        f"{MAX_FILTER_VALUES} values of up to 200 characters"
+                    )
         if not request.query.strip():
             raise InvalidRequest("query: is blank")
         return request

@@ -79,8 +79,12 @@ def lane_view(lane: Any) -> dict[str, Any]:
     """The score fields an agent reads: ``score`` is distance-like (lower is closer) for the dense lane,
     ``raw_score`` what the lane computed, ``score_label`` which kind that is."""
     score = 1.0 - lane.score if lane.score_label == "similarity" else lane.score
-    return {"rank": lane.rank, "score": round(score, 6), "raw_score": round(lane.score, 6),
-            "score_label": lane.score_label}
+    return {
+        "rank": lane.rank,
+        "score": round(score, 6),
+        "raw_score": round(lane.score, 6),
+        "score_label": lane.score_label,
+    }
 
 
 def filter_view(chosen: Any) -> dict[str, Any]:
@@ -103,8 +107,16 @@ def search_view(result: Any) -> dict[str, Any]:
 def hint_view(hint: Any) -> dict[str, Any]:
     return {
         "matches": [
-            {"document_id": m.document_id, "path": m.path, "title": m.title, "category": m.category,
-             "score": m.score, "field": m.field, "exact": m.exact, "matched_keywords": list(m.matched_keywords)}
+            {
+                "document_id": m.document_id,
+                "path": m.path,
+                "title": m.title,
+                "category": m.category,
+                "score": m.score,
+                "field": m.field,
+                "exact": m.exact,
+                "matched_keywords": list(m.matched_keywords),
+            }
             for m in hint.matches
         ],
         "matched_keywords": list(hint.matched_keywords),

@@ -29,9 +29,11 @@ def backup(settings: Settings, out: Path) -> dict[str, Any]:
     Safe while a server runs: SQLite's backup API copies a consistent state. PostgreSQL is backed up with
     its own tools (``pg_dump``); kbseek refuses rather than pretend."""
     if not settings.database_url.startswith("sqlite"):
-        raise OperationError("backup copies the embedded SQLite database; this home uses PostgreSQL",
-                             hint="back it up with pg_dump (the database holds everything: documents, "
-                                  "originals' content, cached embeddings, records)")
+        raise OperationError(
+            "backup copies the embedded SQLite database; this home uses PostgreSQL",
+            hint="back it up with pg_dump (the database holds everything: documents, "
+            "originals' content, cached embeddings, records)",
+        )
     source = Path(settings.database_url.removeprefix("sqlite:///"))
     if not source.is_file():
         raise OperationError(f"no database at {source}")
@@ -41,8 +43,13 @@ def backup(settings: Settings, out: Path) -> dict[str, Any]:
         with sqlite3.connect(source, timeout=30) as src, sqlite3.connect(copy) as dst:
             src.backup(dst)
             documents = dst.execute("SELECT count(*) FROM documents").fetchone()[0]
-        manifest = {"format": BACKUP_FORMAT, "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                    "documents": documents, "revision": migrate.head(), "source": str(settings.home)}
+        manifest = {
+            "format": BACKUP_FORMAT,
+            "created_at": dt.datetime.now(dt.UTC).isoformat(),
+            "documents": documents,
+            "revision": migrate.head(),
+            "source": str(settings.home),
+        }
         (Path(tmp) / "manifest.json").write_text(json.dumps(manifest, indent=2), "utf-8")
         partial = out.with_name(out.name + ".part")
         with tarfile.open(partial, "w:gz") as tar:
@@ -56,8 +63,10 @@ def restore(archive: Path, settings: Settings, *, force: bool = False) -> dict[s
     """Restore a backup into the data home (empty, or replaced with ``force``); originals, indexes and vectors
     are rebuilt from the database by the next start (``KnowledgeBase.open``), which this runs once."""
     if not settings.database_url.startswith("sqlite"):
-        raise OperationError("restore writes the embedded SQLite database; this home uses PostgreSQL",
-                             hint="restore PostgreSQL with pg_restore / psql")
+        raise OperationError(
+            "restore writes the embedded SQLite database; this home uses PostgreSQL",
+            hint="restore PostgreSQL with pg_restore / psql",
+        )
     target = Path(settings.database_url.removeprefix("sqlite:///"))
     if target.exists() and not force:
         raise OperationError(f"{settings.home} already holds a knowledge base", hint="use --force to replace it")

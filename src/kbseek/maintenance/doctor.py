@@ -34,17 +34,31 @@ def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = Non
     current, head = migrate.current(kb.repository.engine), migrate.head()
     checks["schema"] = {"ok": current == head, "revision": current, "head": head}
     found = kb.drift()
-    files = kb.repair() if fix else {"rewritten": len(found["rewrite"]), "orphaned": len(found["orphaned"]),
-                                     "temp_removed": len(found["temp"])}
-    checks["files"] = {"ok": not any(files.values()), ("repaired" if fix else "would_repair"): files,
-                       "found": {k: v for k, v in found.items() if v}}
+    files = (
+        kb.repair()
+        if fix
+        else {
+            "rewritten": len(found["rewrite"]),
+            "orphaned": len(found["orphaned"]),
+            "temp_removed": len(found["temp"]),
+        }
+    )
+    checks["files"] = {
+        "ok": not any(files.values()),
+        ("repaired" if fix else "would_repair"): files,
+        "found": {k: v for k, v in found.items() if v},
+    }
     kb.indexes.refresh(force=fix)
     documents = {d.id: d for d in kb.repository.load()}
     chunk_ids = {c.id for d in documents.values() for c in d.chunks}
     indexed = set(kb.indexes.chunks)
-    checks["indexes"] = {"ok": indexed == chunk_ids and set(kb.indexes.documents) == set(documents),
-                         "documents": len(kb.indexes.documents), "chunks": len(indexed),
-                         "database_documents": len(documents), "database_chunks": len(chunk_ids)}
+    checks["indexes"] = {
+        "ok": indexed == chunk_ids and set(kb.indexes.documents) == set(documents),
+        "documents": len(kb.indexes.documents),
+        "chunks": len(indexed),
+        "database_documents": len(documents),
+        "database_chunks": len(chunk_ids),
+    }
     dense = kb.indexes.dense
     if vectors is not None:
         checks["vectors"] = vectors
@@ -61,12 +75,20 @@ def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = Non
             stale_docs = list({owners[v].id: owners[v] for v in missing}.values())
             dense.sync(stale_docs, orphans, first=False)
             after = dense.store.ids()
-            entry["repaired"] = {"orphans_deleted": len(orphans), "vectors_added": len(missing),
-                                 "ok_after": after == expected}
+            entry["repaired"] = {
+                "orphans_deleted": len(orphans),
+                "vectors_added": len(missing),
+                "ok_after": after == expected,
+            }
         checks["vectors"] = entry
     ok = all(c["ok"] is True for c in checks.values())
-    return {"ok": ok, "fixed": fix, "checks": checks, "repaired_at_open": kb.startup_repair,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+    return {
+        "ok": ok,
+        "fixed": fix,
+        "checks": checks,
+        "repaired_at_open": kb.startup_repair,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
 
 
 def expected_vector_ids(documents: Iterable[StoredDocument], *, summaries: bool) -> set[str]:
@@ -85,8 +107,13 @@ def compare_vectors(store: str, present: set[str], expected: set[str]) -> dict[s
     {'ok': False, 'store': 'milvus', 'vectors': 2, 'orphans': 1, 'missing': 1}
     """
     orphans, missing = present - expected, expected - present
-    return {"ok": not orphans and not missing, "store": store, "vectors": len(present), "orphans": len(orphans),
-            "missing": len(missing)}
+    return {
+        "ok": not orphans and not missing,
+        "store": store,
+        "vectors": len(present),
+        "orphans": len(orphans),
+        "missing": len(missing),
+    }
 
 
 def check_home(settings: Settings) -> dict[str, Any]:
@@ -110,8 +137,14 @@ def check_home(settings: Settings) -> dict[str, Any]:
         except SchemaNotCurrent as exc:
             revisions = status(settings)
             schema = {"ok": False, "revision": revisions["current"], "head": revisions["head"], "note": exc.message}
-            return {"ok": False, "fixed": False, "checks": {"schema": schema}, "repaired_at_open": {},
-                    "owner": _owner_view(owner), "duration_ms": 0.0}
+            return {
+                "ok": False,
+                "fixed": False,
+                "checks": {"schema": schema},
+                "repaired_at_open": {},
+                "owner": _owner_view(owner),
+                "duration_ms": 0.0,
+            }
         try:
             documents = kb.repository.load()
             result = doctor(kb, fix=False, vectors=_vectors_at_rest(settings, documents, owner))
@@ -123,8 +156,11 @@ def check_home(settings: Settings) -> dict[str, Any]:
 
 
 def _owner_view(owner: Owner | None) -> dict[str, Any] | None:
-    return None if owner is None else {"pid": owner.pid, "command": owner.command, "url": owner.url,
-                                       "describe": owner.describe()}
+    return (
+        None
+        if owner is None
+        else {"pid": owner.pid, "command": owner.command, "url": owner.url, "describe": owner.describe()}
+    )
 
 
 def _vectors_at_rest(settings: Settings, documents: list[StoredDocument], owner: Owner | None) -> dict[str, Any]:
@@ -133,20 +169,30 @@ def _vectors_at_rest(settings: Settings, documents: list[StoredDocument], owner:
     if owner is not None:
         return _owner_vectors(owner)
     if settings.vector_store == "local":
-        return {"ok": True, "store": "local", "note": "in-process store, filled from the embedding cache at every start"}
+        return {
+            "ok": True,
+            "store": "local",
+            "note": "in-process store, filled from the embedding cache at every start",
+        }
     # Imported here: the embedding stack and pymilvus load only when a check needs them (start-up cost)
     from kbseek.adapters.embedders import load_embedder
     from kbseek.adapters.vectors_milvus import MilvusVectorStore
 
-    embedder: Any = load_embedder(settings.embedder, url=settings.embedder_url, model=settings.embedder_model,
-                                  api_key=settings.embedder_api_key)
+    embedder: Any = load_embedder(
+        settings.embedder, url=settings.embedder_url, model=settings.embedder_model, api_key=settings.embedder_api_key
+    )
     expected = expected_vector_ids(documents, summaries=settings.embed_summaries)
     target = settings.milvus_target
     if not settings.milvus_uri and not Path(target).exists():
         return compare_vectors("milvus", set(), expected) | {"note": f"no Milvus Lite data at {target}"}
     try:
-        store = MilvusVectorStore(uri=target, dim=embedder.dim, model_id=f"{embedder.model_id}|{settings.embedding_input}",
-                                  token=settings.milvus_token, create=False)
+        store = MilvusVectorStore(
+            uri=target,
+            dim=embedder.dim,
+            model_id=f"{embedder.model_id}|{settings.embedding_input}",
+            token=settings.milvus_token,
+            create=False,
+        )
     except KbseekError as exc:
         return {"ok": False, "store": "milvus", "missing": len(expected), "error": exc.message}
     try:
@@ -166,6 +212,10 @@ def _owner_vectors(owner: Owner) -> dict[str, Any]:
         store = ready["checks"]["vector_store"]
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         return {"ok": False, "checked_by": f"GET {owner.url}/ready", "error": f"{type(exc).__name__}: {exc}"}
-    return {"ok": bool(ready.get("ready")) and not store.get("fallback"), "checked_by": f"GET {owner.url}/ready",
-            "store": store.get("store"),
-            "fallback": store.get("fallback"), "pending": store.get("documents_pending")}
+    return {
+        "ok": bool(ready.get("ready")) and not store.get("fallback"),
+        "checked_by": f"GET {owner.url}/ready",
+        "store": store.get("store"),
+        "fallback": store.get("fallback"),
+        "pending": store.get("documents_pending"),
+    }

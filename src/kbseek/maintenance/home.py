@@ -62,6 +62,8 @@ def refusal(owner: Owner, home: Path) -> str:
     'kb is being written by kbseek ingest (pid 9): wait for it to finish, then start the server'
     """
     if owner.url:
-        return (f"{home} is already served by {owner.describe()}: use that server, or stop it first "
-                "(one server per data home; --home picks another)")
+        return (
+            f"{home} is already served by {owner.describe()}: use that server, or stop it first "
+            "(one server per data home; --home picks another)"
+        )
     return f"{home} is being written by {owner.describe()}: wait for it to finish, then start the server"

@@ -68,14 +68,23 @@ class Records:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def invocations(self, *, session_id: str | None = None, since: dt.datetime | None = None,
-                    level: str | None = None, failed: bool = False, limit: int = 50) -> list[dict[str, Any]]:
+    def invocations(
+        self,
+        *,
+        session_id: str | None = None,
+        since: dt.datetime | None = None,
+        level: str | None = None,
+        failed: bool = False,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
         """Recorded ``lookup_knowledge`` calls that match, the newest ``limit``, oldest first."""
-        return self._invocations.list(session_id=session_id, since=since, level=level,
-                                      success=False if failed else None, limit=limit)
+        return self._invocations.list(
+            session_id=session_id, since=since, level=level, success=False if failed else None, limit=limit
+        )
 
-    def audit(self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None,
-              limit: int = 50) -> list[dict[str, Any]]:
+    def audit(
+        self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
         """Write audit entries that match (``action``: added, updated, deleted or rejected), newest last."""
         return AuditStore(self.engine).list(path=path, since=since, action=action, limit=limit)
 
@@ -89,8 +98,11 @@ class Records:
         """The Prometheus exposition of the calls and writes recorded after ``since``, counted as a running
         server would have, with the document and chunk counts of now."""
         repository = SqlRepository(self.engine)
-        telemetry = from_records(self._invocations.list(since=since, limit=EVERY_ROW),
-                                 AuditStore(self.engine).list(since=since, limit=EVERY_ROW),
-                                 slow_lookup_ms=self.settings.slow_lookup_ms, documents=repository.count(),
-                                 chunks=repository.chunk_count())
+        telemetry = from_records(
+            self._invocations.list(since=since, limit=EVERY_ROW),
+            AuditStore(self.engine).list(since=since, limit=EVERY_ROW),
+            slow_lookup_ms=self.settings.slow_lookup_ms,
+            documents=repository.count(),
+            chunks=repository.chunk_count(),
+        )
         return telemetry.exposition().decode("utf-8")

@@ -26,5 +26,11 @@ def reindex(kb: KnowledgeBase) -> dict[str, Any]:
             expected = expected_vector_ids(documents, summaries=dense.summaries)
             dense.sync(documents, sorted(dense.store.ids() - expected), first=False)
             vectors = len(dense.store.ids())
-    return {"repaired": repaired, "documents": len(documents), "chunks": len(kb.indexes.chunks), "vectors": vectors,
-            "index_version": kb.indexes.index_version, "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+    return {
+        "repaired": repaired,
+        "documents": len(documents),
+        "chunks": len(kb.indexes.chunks),
+        "vectors": vectors,
+        "index_version": kb.indexes.index_version,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+    }

@@ -39,8 +39,11 @@ def status(settings: Settings) -> dict[str, Any]:
     require_database(settings.database_url, settings.home)
     engine = make_engine(settings.database_url)
     try:
-        info: dict[str, Any] = {"current": migrate.current(engine), "head": migrate.head(),
-                                "database_url": settings.describe()["database_url"]}
+        info: dict[str, Any] = {
+            "current": migrate.current(engine),
+            "head": migrate.head(),
+            "database_url": settings.describe()["database_url"],
+        }
     finally:
         engine.dispose()
     info["up_to_date"] = info["current"] == info["head"]

@@ -9,6 +9,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
+
 from kbseek.core.modes import LOG_FORMATS
 
 _request_id: contextvars.ContextVar[str] = contextvars.ContextVar("kbseek_request_id", default="-")
@@ -78,7 +79,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         extras = {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
         entry = extras | {
-            "time": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(timespec="milliseconds"),
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "request_id": getattr(record, "request_id", "-"),
             "message": record.getMessage(),
@@ -100,6 +101,9 @@ def configure_logging(level: str = "WARNING", fmt: str = "text") -> None:
         handler.addFilter(_RequestIdFilter())
         logger.addHandler(handler)
         logger.propagate = False
-    handler.setFormatter(JsonFormatter() if fmt == "json" else
-                         logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(message)s"))
+    handler.setFormatter(
+        JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(message)s")
+    )
     logger.setLevel(level)

@@ -29,22 +29,37 @@ class Telemetry:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
-        self.stage_seconds = Histogram("kbseek_lookup_stage_seconds", "Time per lookup stage (total = whole call)",
-                                       ["stage"], buckets=LATENCY_BUCKETS, registry=r)
-        self.lookups = Counter("kbseek_lookups", "lookup_knowledge calls by policy, strongest level and outcome",
-                               ["policy", "level", "success"], registry=r)
+        self.stage_seconds = Histogram(
+            "kbseek_lookup_stage_seconds",
+            "Time per lookup stage (total = whole call)",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.lookups = Counter(
+            "kbseek_lookups",
+            "lookup_knowledge calls by policy, strongest level and outcome",
+            ["policy", "level", "success"],
+            registry=r,
+        )
         self.slow = Counter("kbseek_slow_lookups", "Lookups over the slow_lookup_ms threshold", registry=r)
-        self.lane_contributions = Counter("kbseek_lane_contributions",
-                                          "Evidence pieces in answers that each lane had ranked", ["lane"], registry=r)
+        self.lane_contributions = Counter(
+            "kbseek_lane_contributions", "Evidence pieces in answers that each lane had ranked", ["lane"], registry=r
+        )
         self.fallbacks = Counter("kbseek_lookup_fallbacks", "Fallbacks taken while answering", ["kind"], registry=r)
-        self.dedup_hits = Counter("kbseek_dedup_hits", "Evidence withheld as already given in the session",
-                                  registry=r)
-        self.record_failures = Counter("kbseek_invocation_record_failures",
-                                       "tool_invocation rows that could not be written", registry=r)
-        self.ingest_files = Counter("kbseek_ingest_files", "Documents written or refused, by outcome", ["action"],
-                                    registry=r)
-        self.ingest_seconds = Histogram("kbseek_ingest_parse_seconds", "Parse and chunk time per stored document",
-                                        buckets=INGEST_BUCKETS, registry=r)
+        self.dedup_hits = Counter("kbseek_dedup_hits", "Evidence withheld as already given in the session", registry=r)
+        self.record_failures = Counter(
+            "kbseek_invocation_record_failures", "tool_invocation rows that could not be written", registry=r
+        )
+        self.ingest_files = Counter(
+            "kbseek_ingest_files", "Documents written or refused, by outcome", ["action"], registry=r
+        )
+        self.ingest_seconds = Histogram(
+            "kbseek_ingest_parse_seconds",
+            "Parse and chunk time per stored document",
+            buckets=INGEST_BUCKETS,
+            registry=r,
+        )
         self.documents = Gauge("kbseek_documents", "Documents in the knowledge base", registry=r)
         self.chunks = Gauge("kbseek_chunks", "Chunks in the knowledge base", registry=r)
 
@@ -75,8 +90,14 @@ class Telemetry:
         return generate_latest(self.registry)
 
 
-def from_records(invocations: Iterable[dict[str, Any]], audit: Iterable[dict[str, Any]], *,
-                 slow_lookup_ms: float, documents: int, chunks: int) -> Telemetry:
+def from_records(
+    invocations: Iterable[dict[str, Any]],
+    audit: Iterable[dict[str, Any]],
+    *,
+    slow_lookup_ms: float,
+    documents: int,
+    chunks: int,
+) -> Telemetry:
     """The metrics of recorded rows, e.g. the last day's, as a running server would have counted them."""
     telemetry = Telemetry()
     for row in invocations:

@@ -38,10 +38,17 @@ def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str,
         key = " ".join(call["query"].split()).casefold()
         asked[key] = asked.get(key, 0) + 1
         status = call["evidence_status"] or ("none" if call["success"] else "failed")
-        queries.append({"call": call["call"], "query": call["query"], "success": call["success"],
-                        "relevance": call["relevance_level"], "evidence_status": status,
-                        "sources": sorted({e["path"] for e in call["evidence"]}),
-                        "repeated": asked[key] > 1})
+        queries.append(
+            {
+                "call": call["call"],
+                "query": call["query"],
+                "success": call["success"],
+                "relevance": call["relevance_level"],
+                "evidence_status": status,
+                "sources": sorted({e["path"] for e in call["evidence"]}),
+                "repeated": asked[key] > 1,
+            }
+        )
     summary = {
         "session_id": trace["session_id"],
         "calls": len(queries),
@@ -56,16 +63,21 @@ def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str,
 
 
 def _text(summary: dict[str, Any], limit: int) -> str:
-    head = (f"Session {summary['session_id']}: {summary['calls']} lookup(s); "
-            f"{len(summary['no_confident_match'])} without a confident match; "
-            f"{len(summary['repeated'])} repeated question(s); evidence score {summary['evidence_score']:.2f}.")
+    head = (
+        f"Session {summary['session_id']}: {summary['calls']} lookup(s); "
+        f"{len(summary['no_confident_match'])} without a confident match; "
+        f"{len(summary['repeated'])} repeated question(s); evidence score {summary['evidence_score']:.2f}."
+    )
     lines = [head]
     tail = "Sources: " + ", ".join(summary["sources"]) if summary["sources"] else "Sources: none"
     budget = limit - len(head) - len(tail) - 2
     for n, q in enumerate(summary["queries"]):
         sources = ", ".join(q["sources"][:3]) + (" …" if len(q["sources"]) > 3 else "")
-        line = (f"{q['call'] or '-'}. {q['query'][:80]} → {q['relevance']}, evidence {q['evidence_status']}"
-                + (f" [{sources}]" if sources else "") + (" (repeated)" if q["repeated"] else ""))
+        line = (
+            f"{q['call'] or '-'}. {q['query'][:80]} → {q['relevance']}, evidence {q['evidence_status']}"
+            + (f" [{sources}]" if sources else "")
+            + (" (repeated)" if q["repeated"] else "")
+        )
         if len(line) + 1 > budget:
             lines.append(f"… and {len(summary['queries']) - n} more call(s)")
             break

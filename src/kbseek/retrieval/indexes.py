@@ -23,10 +23,10 @@ from kbseek.core.analysis import Analyzer, normalize
 from kbseek.core.keywords import KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, DocumentCard, StoredDocument
-from kbseek.retrieval.vectors import DeferredDense, DenseIndex
-from kbseek.retrieval.vector_worker import DenseWorker
 from kbseek.errors import EmbeddingStopped, KbseekError
 from kbseek.retrieval.rwlock import TwoCopies
+from kbseek.retrieval.vector_worker import DenseWorker
+from kbseek.retrieval.vectors import DeferredDense, DenseIndex
 
 log = logging.getLogger("kbseek")
 
@@ -92,8 +92,15 @@ class _Copy:
             self.bm25.add(chunk_id, tokens, group=self.chunks[chunk_id].category)
         for doc in change.loaded:
             card = self.documents[doc.id] = DocumentCard(
-                id=doc.id, path=doc.path, title=doc.title, summary=doc.summary, keywords=doc.keywords,
-                category=doc.category, outline=doc.outline, fields=doc.frontmatter, content_hash=doc.content_hash,
+                id=doc.id,
+                path=doc.path,
+                title=doc.title,
+                summary=doc.summary,
+                keywords=doc.keywords,
+                category=doc.category,
+                outline=doc.outline,
+                fields=doc.frontmatter,
+                content_hash=doc.content_hash,
                 chunk_ids=tuple(c.id for c in doc.chunks),
             )
             self.keywords.upsert(card)
@@ -121,9 +128,16 @@ class Indexes:
     lexical indexes in memory (about 3 KB per chunk) and applying each change twice.
     """
 
-    def __init__(self, repository: SqlRepository, *, k1: float = 1.2, b: float = 0.75,
-                 dense: "DenseIndex | DeferredDense | None" = None, retry_s: float = DENSE_RETRY_S,
-                 retry_max_s: float = DENSE_RETRY_MAX_S) -> None:
+    def __init__(
+        self,
+        repository: SqlRepository,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        dense: DenseIndex | DeferredDense | None = None,
+        retry_s: float = DENSE_RETRY_S,
+        retry_max_s: float = DENSE_RETRY_MAX_S,
+    ) -> None:
         self.repository = repository
         self.dense = dense
         self.counters = {"analysed": 0, "from_cache": 0}  # chunks, since start
@@ -247,13 +261,20 @@ class Indexes:
         self._sync_after(first_load, change.loaded, change.removed_chunks, change.gone)
         log.info(
             "indexes refreshed: version=%d added/changed=%d removed=%d re-analysed=%d documents=%d chunks=%d "
-            "time=%.0fms", version, len(change.loaded), len(change.gone), len(change.retokenised),
-            len(build.documents), len(build.chunks), (time.perf_counter() - started) * 1000,
+            "time=%.0fms",
+            version,
+            len(change.loaded),
+            len(change.gone),
+            len(change.retokenised),
+            len(build.documents),
+            len(build.chunks),
+            (time.perf_counter() - started) * 1000,
         )
         return True
 
-    def _prepare(self, build: _Copy, version: int, first_load: bool, reader: bool = False
-                 ) -> tuple[_Change | None, list[tuple[str, str, list[str]]]]:
+    def _prepare(
+        self, build: _Copy, version: int, first_load: bool, reader: bool = False
+    ) -> tuple[_Change | None, list[tuple[str, str, list[str]]]]:
         """The change from ``build`` (the standby copy, equal to the active one and read by nobody) to the
         database: documents loaded and analysed, the dictionary and what it re-analyses. Its analyser takes the
         new dictionary here; the rest of the copy changes in ``apply``.
@@ -262,8 +283,9 @@ class Indexes:
         to refresh (``_GiveWay``): that writer builds, and the reader answers from the version it has."""
         stored = self.repository.states()
         gone = [doc_id for doc_id in build.documents if doc_id not in stored]
-        changed = [d for d, digest in stored.items()
-                   if d not in build.documents or build.documents[d].content_hash != digest]
+        changed = [
+            d for d, digest in stored.items() if d not in build.documents or build.documents[d].content_hash != digest
+        ]
         if not gone and not changed:
             words = sorted(build.analyzer.words)
             return (_Change(version, [], [], [], words, {}) if version != build.version else None), []
@@ -302,8 +324,9 @@ class Indexes:
         self.counters["from_cache"] += len(change.tokens) - analysed
         return change, fresh
 
-    def _reanalyse(self, build: _Copy, kept: list[DocumentCard], words: set[str], change: _Change,
-                   give_way: Callable[[], bool]) -> list[tuple[str, str, list[str]]]:
+    def _reanalyse(
+        self, build: _Copy, kept: list[DocumentCard], words: set[str], change: _Change, give_way: Callable[[], bool]
+    ) -> list[tuple[str, str, list[str]]]:
         """Re-tokenise what the dictionary change can affect: texts containing a changed word."""
         fresh = []
         for doc in kept:
@@ -322,8 +345,9 @@ class Indexes:
 
     # -- the dense lane ------------------------------------------------------------------------------
 
-    def _sync_after(self, first_load: bool, loaded: list[StoredDocument], removed_chunks: list[str],
-                    gone: list[str]) -> None:
+    def _sync_after(
+        self, first_load: bool, loaded: list[StoredDocument], removed_chunks: list[str], gone: list[str]
+    ) -> None:
         if self.dense is None:
             return
         if self._worker is not None and not first_load:
@@ -331,8 +355,9 @@ class Indexes:
         else:
             self._sync_dense(loaded, removed_chunks, gone, first_load)
 
-    def _sync_dense(self, loaded: list[StoredDocument], removed_chunks: list[str], gone: list[str],
-                    first_load: bool) -> None:
+    def _sync_dense(
+        self, loaded: list[StoredDocument], removed_chunks: list[str], gone: list[str], first_load: bool
+    ) -> None:
         """Vectors for this refresh, plus any left pending by a failed one; an embedding or vector-store failure
         leaves the lexical lanes serving the documents and retries later, the delay doubling each time up to
         ``retry_max_s`` (the records say so). An embedding server that was down at start-up is connected here."""
@@ -346,20 +371,33 @@ class Indexes:
                 self.dense = self.dense.connect()
                 if stopping.is_set():
                     self.dense.stopping.set()
-            retry = [d for d in self.repository.load(sorted(self._dense_pending - ids)) if d.id in known] \
-                if self._dense_pending else []
+            retry = (
+                [d for d in self.repository.load(sorted(self._dense_pending - ids)) if d.id in known]
+                if self._dense_pending
+                else []
+            )
             new_ids = {c.id for d in loaded for c in d.chunks}
-            self.dense.sync([*loaded, *retry], [c for c in removed_chunks if c not in new_ids],
-                            first=first_load or not self._dense_synced, removed_documents=gone)
+            self.dense.sync(
+                [*loaded, *retry],
+                [c for c in removed_chunks if c not in new_ids],
+                first=first_load or not self._dense_synced,
+                removed_documents=gone,
+            )
         except KbseekError as exc:
             self._dense_pending |= (ids | known) if not self._dense_synced else ids
             if isinstance(exc, EmbeddingStopped):
-                log.info("dense lane: stopped with %d document(s) pending; the next start embeds them",
-                         len(self._dense_pending))
+                log.info(
+                    "dense lane: stopped with %d document(s) pending; the next start embeds them",
+                    len(self._dense_pending),
+                )
                 return
             self._dense_retry_at = time.monotonic() + self._dense_delay
-            log.warning("dense lane: %d document(s) not indexed (%s); the lexical lanes serve them, retrying in %.0fs",
-                        len(self._dense_pending), exc, self._dense_delay)
+            log.warning(
+                "dense lane: %d document(s) not indexed (%s); the lexical lanes serve them, retrying in %.0fs",
+                len(self._dense_pending),
+                exc,
+                self._dense_delay,
+            )
             self._dense_delay = min(self._dense_delay * 2, self._retry_max_s)
             return
         self._dense_pending.clear()
@@ -376,8 +414,9 @@ class Indexes:
         """From now on, changed documents get their vectors from a worker thread (see ``vector_worker``), which
         also retries failed ones when they are due."""
         if self.dense is not None and self._worker is None:
-            self._worker = DenseWorker(lambda loaded, removed, gone: self._sync_dense(loaded, removed, gone, False),
-                                       retry_in=self._retry_in)
+            self._worker = DenseWorker(
+                lambda loaded, removed, gone: self._sync_dense(loaded, removed, gone, False), retry_in=self._retry_in
+            )
 
     def wait_for_vectors(self, timeout: float = 60.0) -> bool:
         return self._worker.wait(timeout) if self._worker is not None else True
@@ -401,9 +440,13 @@ class Indexes:
         dense = self.dense
         if dense is None:
             return {"ok": True, "kind": "none (lexical only)"}
-        status: dict[str, Any] = {"ok": dense.available, "store": dense.store.name if dense.available else None,
-                                  "model": dense.model_id, "fallback": dense.fallback,
-                                  "documents_pending": self.dense_pending}
+        status: dict[str, Any] = {
+            "ok": dense.available,
+            "store": dense.store.name if dense.available else None,
+            "model": dense.model_id,
+            "fallback": dense.fallback,
+            "documents_pending": self.dense_pending,
+        }
         if not dense.available:
             due = self._retry_in()
             status |= {"reason": dense.reason, "retry_in_s": round(due, 1) if due is not None else 0}

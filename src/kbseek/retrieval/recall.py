@@ -16,23 +16,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbseek.core.analysis import clean_query
+from kbseek.core.alertline import clean as clean_query
 from kbseek.core.fusion import l0_lane, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
+from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
 from kbseek.core.relevance import GAP_RANK
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, RecallResult
-from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 from kbseek.errors import KbseekError, QueryError
-from kbseek.retrieval.indexes import Indexes
 from kbseek.observability.logs import request_scope
-from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
+from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX
 
 log = logging.getLogger("kbseek")
 POLICIES = RECALL_POLICIES
 MAX_TOP_K = 1000
 MAX_QUERY_CHARS = 4000
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +74,17 @@ class _Run:
     candidates: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # each lane's, before fusion
 
 
-def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str | None,
-            hint: KeywordHint | None, config: FusionConfig, threshold: float | None,
-            only: frozenset[str] | None = None) -> _Run:
+def _recall(
+    indexes: Indexes,
+    query: str,
+    policy: str,
+    top_k: int,
+    category: str | None,
+    hint: KeywordHint | None,
+    config: FusionConfig,
+    threshold: float | None,
+    only: frozenset[str] | None = None,
+) -> _Run:
     query = clean_query(query)  # a pasted alert or log line: its alert name, service and message, not its noise
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -91,8 +97,11 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
     dense_found: list[tuple[str, float]] = []
     if policy in ("lexical", "hybrid"):
         started = time.perf_counter()
-        chunk_ids = None if only is None else [c for d in only if d in indexes.documents
-                                                 for c in indexes.documents[d].chunk_ids]
+        chunk_ids = (
+            None
+            if only is None
+            else [c for d in only if d in indexes.documents for c in indexes.documents[d].chunk_ids]
+        )
         found = indexes.bm25.search(tokens, k=depth, groups=groups, only=chunk_ids)
         lanes["bm25"] = [h.chunk_id for h in found]
         raw["bm25"] = {h.chunk_id: h.score for h in found}
@@ -113,22 +122,30 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
                     raise
                 notes.append(f"dense lane unavailable: {exc.message}")  # the lexical lanes still answer
         if result is not None:
-            hits = result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
+            hits = (
+                result.hits if only is None else [h for h in result.hits if _document_of(indexes, h.chunk_id) in only]
+            )
             dense_found = [(h.chunk_id, h.similarity) for h in hits[:depth]]
             lanes["dense"], raw["dense"] = dense_lane(indexes, tokens, hits[:depth])
             if hits:
                 reference = hits[min(GAP_RANK, len(hits)) - 1].similarity
             timings["dense_embed"], timings["dense_search"] = result.embed_ms, result.search_ms
             if result.embedded_chars is not None:
-                notes.append(f"query truncated for the dense lane: its first {result.embedded_chars} of {len(query)} "
-                             "characters were embedded (the model's window); the lexical lanes read all of it")
+                notes.append(
+                    f"query truncated for the dense lane: its first {result.embedded_chars} of {len(query)} "
+                    "characters were embedded (the model's window); the lexical lanes read all of it"
+                )
             if dense.fallback:
                 notes.append(dense.fallback)
     if policy == "hybrid" and hint is not None and hint.matches:
         started = time.perf_counter()
-        docs = [m.document_id for m in hint.matches
-                if m.document_id in indexes.documents and (category is None or m.category == category)
-                and (only is None or m.document_id in only)]
+        docs = [
+            m.document_id
+            for m in hint.matches
+            if m.document_id in indexes.documents
+            and (category is None or m.category == category)
+            and (only is None or m.document_id in only)
+        ]
         scores = indexes.bm25.scores(tokens)
         ordered = {d: indexes.bm25.order_within(tokens, indexes.documents[d].chunk_ids, scores=scores) for d in docs}
         lanes["l0"] = l0_lane(docs, ordered, per_document=config.l0_chunks_per_document)
@@ -143,11 +160,12 @@ def _recall(indexes: Indexes, query: str, policy: str, top_k: int, category: str
     return _Run(hits, timings, notes, reference, candidates)
 
 
-def fuse(indexes: Indexes, lanes: dict[str, list[str]], raw: dict[str, dict[str, float]], config: FusionConfig,
-         top_k: int) -> list[Hit]:
+def fuse(
+    indexes: Indexes, lanes: dict[str, list[str]], raw: dict[str, dict[str, float]], config: FusionConfig, top_k: int
+) -> list[Hit]:
     """Each lane's ranked chunk ids (with the raw scores) fused into the ``top_k`` hits; one lane passes through."""
     if len(lanes) == 1:
-        (lane, ids), = lanes.items()
+        ((lane, ids),) = lanes.items()
         ranked = [(cid, raw[lane][cid], {lane: rank}) for rank, cid in enumerate(ids, 1)]
     elif config.method == "rsf":
         scored = {lane: [(cid, raw[lane][cid]) for cid in ids] for lane, ids in lanes.items()}
@@ -168,7 +186,7 @@ _LABELS = {"bm25": "bm25", "dense": "similarity", "l0": "l0"}
 def _document_of(indexes: Indexes, vector_id: str) -> str | None:
     """The document of a chunk vector or of a summary vector (``D<doc>``)."""
     if vector_id.startswith(DOCUMENT_PREFIX):
-        return vector_id[len(DOCUMENT_PREFIX):]
+        return vector_id[len(DOCUMENT_PREFIX) :]
     chunk = indexes.chunks.get(vector_id)
     return chunk.document_id if chunk is not None else None
 
@@ -181,7 +199,7 @@ def dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[li
     for hit in hits:
         chunk_id = hit.chunk_id
         if chunk_id.startswith(DOCUMENT_PREFIX):
-            doc = indexes.documents.get(chunk_id[len(DOCUMENT_PREFIX):])
+            doc = indexes.documents.get(chunk_id[len(DOCUMENT_PREFIX) :])
             if doc is None or not doc.chunk_ids:
                 continue
             chunk_id = indexes.bm25.order_within(tokens, doc.chunk_ids)[0]
@@ -191,9 +209,17 @@ def dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[li
     return lane, scores
 
 
-def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: CategoryFilter,
-              hint: KeywordHint | None, config: FusionConfig, threshold: float | None,
-              only: frozenset[str] | None = None) -> tuple[_Run, CategoryFilter]:
+def _filtered(
+    indexes: Indexes,
+    query: str,
+    policy: str,
+    top_k: int,
+    chosen: CategoryFilter,
+    hint: KeywordHint | None,
+    config: FusionConfig,
+    threshold: float | None,
+    only: frozenset[str] | None = None,
+) -> tuple[_Run, CategoryFilter]:
     run = _recall(indexes, query, policy, top_k, chosen.category, hint, config, threshold, only)
     if not run.hits and chosen.category and chosen.source == "l0_single_domain":
         retry = _recall(indexes, query, policy, top_k, None, hint, config, threshold, only)
@@ -202,8 +228,16 @@ def _filtered(indexes: Indexes, query: str, policy: str, top_k: int, chosen: Cat
     return run, chosen
 
 
-def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | None = None,
-           policy: str = "hybrid", threshold: float | None = None, config: FusionConfig | None = None) -> RecallResult:
+def search(
+    indexes: Indexes,
+    query: str,
+    *,
+    top_k: int = 10,
+    category: str | None = None,
+    policy: str = "hybrid",
+    threshold: float | None = None,
+    config: FusionConfig | None = None,
+) -> RecallResult:
     """Ranked chunks with their lane scores (what ``/api/search/similar`` shows)."""
     query = check_query(query, top_k, policy)
     config = config or FusionConfig()
@@ -216,14 +250,33 @@ def search(indexes: Indexes, query: str, *, top_k: int = 10, category: str | Non
             run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, threshold)
             done = time.perf_counter()
             timings = {"refresh": _ms(started, refreshed), **run.timings, "total": _ms(started, done)}
-            log.info("search: policy=%s query=%r hits=%d time=%.1fms", policy, query[:80], len(run.hits), timings["total"])
-            return RecallResult(query=query, request_id=request_id, policy=policy, hits=tuple(run.hits), filter=chosen,
-                                index_version=indexes.index_version, timings_ms=timings, notes=tuple(run.notes))
+            log.info(
+                "search: policy=%s query=%r hits=%d time=%.1fms", policy, query[:80], len(run.hits), timings["total"]
+            )
+            return RecallResult(
+                query=query,
+                request_id=request_id,
+                policy=policy,
+                hits=tuple(run.hits),
+                filter=chosen,
+                index_version=indexes.index_version,
+                timings_ms=timings,
+                notes=tuple(run.notes),
+            )
 
 
-def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybrid", category: str | None = None,
-           use_domain_filter: bool = False, explain: bool = False, config: FusionConfig | None = None,
-           only: frozenset[str] | None = None) -> RecallResult:
+def lookup(
+    indexes: Indexes,
+    query: str,
+    *,
+    top_k: int = 5,
+    policy: str = "hybrid",
+    category: str | None = None,
+    use_domain_filter: bool = False,
+    explain: bool = False,
+    config: FusionConfig | None = None,
+    only: frozenset[str] | None = None,
+) -> RecallResult:
     """L0 hint, the policy's lanes, fusion; filtered to L0's single domain when configured.
 
     ``only`` (document ids, from frontmatter filters) restricts every lane."""
@@ -235,9 +288,15 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
             t_refresh = time.perf_counter()
             hint = indexes.keywords.analyze_query(query)
             t_l0 = time.perf_counter()
-            log.info("L0 keyword match done: matches=%d exact=%d keywords=%s domains=%s single=%s time=%.1fms",
-                     len(hint.matches), sum(m.exact for m in hint.matches), list(hint.matched_keywords)[:5],
-                     list(hint.domains), hint.single_domain, _ms(t_refresh, t_l0))
+            log.info(
+                "L0 keyword match done: matches=%d exact=%d keywords=%s domains=%s single=%s time=%.1fms",
+                len(hint.matches),
+                sum(m.exact for m in hint.matches),
+                list(hint.matched_keywords)[:5],
+                list(hint.domains),
+                hint.single_domain,
+                _ms(t_refresh, t_l0),
+            )
             if category:
                 chosen = CategoryFilter(category, "request")
             elif use_domain_filter and hint.single_domain:
@@ -246,19 +305,43 @@ def lookup(indexes: Indexes, query: str, *, top_k: int = 5, policy: str = "hybri
                 chosen = CategoryFilter(None, "none")
             run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None, only)
             done = time.perf_counter()
-            timings = {"refresh": _ms(started, t_refresh), "l0": _ms(t_refresh, t_l0), **run.timings,
-                       "total": _ms(started, done)}
+            timings = {
+                "refresh": _ms(started, t_refresh),
+                "l0": _ms(t_refresh, t_l0),
+                **run.timings,
+                "total": _ms(started, done),
+            }
             details: dict[str, Any] = {}
             if explain:
-                details = {"query_tokens": indexes.analyzer.tokens(clean_query(query)), "analyzer_version": indexes.analyzer.version,
-                           "fusion": {"rrf_k": config.rrf_k, "weights": dict(config.weights)}}
+                details = {
+                    "query_tokens": indexes.analyzer.tokens(clean_query(query)),
+                    "analyzer_version": indexes.analyzer.version,
+                    "fusion": {"rrf_k": config.rrf_k, "weights": dict(config.weights)},
+                }
             lane_sizes = " ".join(f"{lane}={len(found)}" for lane, found in (run.candidates or {}).items())
-            log.info("L1 recall done: policy=%s lanes: %s fused=%d filter=%s relaxed=%s time=%.1fms", policy,
-                     lane_sizes or "-", len(run.hits), chosen.category, chosen.relaxed, timings["total"])
-            return RecallResult(query=query, request_id=request_id, policy=policy, hits=tuple(run.hits), filter=chosen,
-                                index_version=indexes.index_version, timings_ms=timings, notes=tuple(run.notes),
-                                hint=hint, explain=details, reference_similarity=run.reference_similarity,
-                                candidates=run.candidates)
+            log.info(
+                "L1 recall done: policy=%s lanes: %s fused=%d filter=%s relaxed=%s time=%.1fms",
+                policy,
+                lane_sizes or "-",
+                len(run.hits),
+                chosen.category,
+                chosen.relaxed,
+                timings["total"],
+            )
+            return RecallResult(
+                query=query,
+                request_id=request_id,
+                policy=policy,
+                hits=tuple(run.hits),
+                filter=chosen,
+                index_version=indexes.index_version,
+                timings_ms=timings,
+                notes=tuple(run.notes),
+                hint=hint,
+                explain=details,
+                reference_similarity=run.reference_similarity,
+                candidates=run.candidates,
+            )
 
 
 def _ms(start: float, end: float) -> float:

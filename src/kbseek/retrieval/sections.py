@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 from kbseek.core.answer import Candidate
 from kbseek.core.markdown import normalize_heading
-from kbseek.core.models import Chunk
+from kbseek.core.models import Chunk, DocumentCard
 from kbseek.errors import NotFoundError
-from kbseek.core.models import DocumentCard
 from kbseek.retrieval.indexes import Indexes
 
 LISTED = 40  # documents or sections named in a not-found hint
@@ -52,7 +51,7 @@ def find_section(indexes: Indexes, document_id: str, section: str) -> list[Chunk
     for chunk in chunks:
         path = tuple(h.casefold() for h in chunk.heading_path)
         for start in range(len(path) - len(parts) + 1):
-            if path[start:start + len(parts)] == parts:
+            if path[start : start + len(parts)] == parts:
                 head = chunk.heading_path[: start + len(parts)]
                 return [c for c in chunks if c.heading_path[: len(head)] == head]
     return []
@@ -81,8 +80,9 @@ def resolve_document(indexes: Indexes, name: str, *, by_name: bool = False) -> D
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise NotFoundError(f"document name {name!r} is ambiguous", hint="name one by its path: "
-                            + _listing([d.path for d in matches]))
+        raise NotFoundError(
+            f"document name {name!r} is ambiguous", hint="name one by its path: " + _listing([d.path for d in matches])
+        )
     listing = ("documents: " + _listing([d.path for d in docs])) if docs else "the knowledge base is empty"
     raise NotFoundError(f"no document {name!r}", hint=listing)
 
@@ -93,10 +93,12 @@ def section_reference(indexes: Indexes, document: str, section: str) -> str:
     by that name."""
     doc = resolve_document(indexes, document, by_name=True)
     if not find_section(indexes, doc.id, section):
-        sections = [s["anchor"] if s["anchor"] == s["heading"] else f"{s['anchor']} ({s['heading']})"
-                    for s in doc.outline]
-        raise NotFoundError(f"document {doc.path!r} has no section {section!r}",
-                            hint="its sections: " + _listing(sections))
+        sections = [
+            s["anchor"] if s["anchor"] == s["heading"] else f"{s['anchor']} ({s['heading']})" for s in doc.outline
+        ]
+        raise NotFoundError(
+            f"document {doc.path!r} has no section {section!r}", hint="its sections: " + _listing(sections)
+        )
     name = doc.id if "#" in doc.path else doc.path  # the section parameter splits at the first '#'
     return f"{name}#{section}"
 

@@ -24,8 +24,13 @@ class DenseWorker:
     ``stop_now`` is set by :meth:`stop` so that ``sync`` can stop between model calls.
     """
 
-    def __init__(self, sync: Callable[[list[Any], list[str], list[str]], None], *,
-                 retry_in: Callable[[], float | None] = lambda: None, stop_now: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        sync: Callable[[list[Any], list[str], list[str]], None],
+        *,
+        retry_in: Callable[[], float | None] = lambda: None,
+        stop_now: threading.Event | None = None,
+    ) -> None:
         self._sync, self._retry_in = sync, retry_in
         self.stop_now = stop_now or threading.Event()
         self._cond = threading.Condition()

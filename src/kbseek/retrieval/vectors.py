@@ -24,9 +24,9 @@ from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import Chunk, StoredDocument
+from kbseek.core.modes import EMBEDDING_INPUTS
 from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError
 from kbseek.ports import Embedder, VectorHit, VectorRecord, VectorStore
-from kbseek.core.modes import EMBEDDING_INPUTS
 
 if TYPE_CHECKING:
     from kbseek.settings import Settings
@@ -72,9 +72,17 @@ class DenseIndex:
 
     available = True  # see DeferredDense
 
-    def __init__(self, repository: SqlRepository, embedder: Embedder, store: VectorStore, *,
-                 mirror: LocalVectorStore | None = None, variant: str = "full", fallback: str | None = None,
-                 summaries: bool = True) -> None:
+    def __init__(
+        self,
+        repository: SqlRepository,
+        embedder: Embedder,
+        store: VectorStore,
+        *,
+        mirror: LocalVectorStore | None = None,
+        variant: str = "full",
+        fallback: str | None = None,
+        summaries: bool = True,
+    ) -> None:
         if variant not in INPUT_VARIANTS:
             raise ValueError(f"embedding input variant {variant!r} is not one of {', '.join(INPUT_VARIANTS)}")
         self.repository, self.embedder, self.store, self.mirror = repository, embedder, store, mirror
@@ -87,8 +95,14 @@ class DenseIndex:
     def query_store(self) -> VectorStore:
         return self.mirror if self.mirror is not None else self.store
 
-    def sync(self, loaded: Sequence[StoredDocument], removed: Sequence[str], *, first: bool,
-             removed_documents: Sequence[str] = ()) -> None:
+    def sync(
+        self,
+        loaded: Sequence[StoredDocument],
+        removed: Sequence[str],
+        *,
+        first: bool,
+        removed_documents: Sequence[str] = (),
+    ) -> None:
         """Apply one refresh: ``loaded`` documents were added or changed, ``removed`` chunk ids and
         ``removed_documents`` (ids) went."""
         started = time.perf_counter()
@@ -112,9 +126,14 @@ class DenseIndex:
             self.mirror.upsert(list(records.values()))
         self.store.upsert(missing)
         if chunks or stale:
-            log.info("dense lane: %d chunks upserted, %d deleted, embedded=%d cached=%d in %.0f ms",
-                     len(missing), len(stale), self.counters["embedded"], self.counters["from_cache"],
-                     (time.perf_counter() - started) * 1000)
+            log.info(
+                "dense lane: %d chunks upserted, %d deleted, embedded=%d cached=%d in %.0f ms",
+                len(missing),
+                len(stale),
+                self.counters["embedded"],
+                self.counters["from_cache"],
+                (time.perf_counter() - started) * 1000,
+            )
 
     def _stores(self) -> list[VectorStore]:
         return [self.store] if self.mirror is None else [self.store, self.mirror]
@@ -122,16 +141,36 @@ class DenseIndex:
     def _summary_records(self, docs: Sequence[StoredDocument]) -> dict[str, VectorRecord]:
         vectors = self._vectors({DOCUMENT_PREFIX + d.id: summary_input(d) for d in docs})
         return {
-            DOCUMENT_PREFIX + d.id: VectorRecord(DOCUMENT_PREFIX + d.id, vectors[DOCUMENT_PREFIX + d.id], d.id,
-                                                 d.category, d.path, d.file_name, -1, d.chunk_count, d.title, d.title)
+            DOCUMENT_PREFIX + d.id: VectorRecord(
+                DOCUMENT_PREFIX + d.id,
+                vectors[DOCUMENT_PREFIX + d.id],
+                d.id,
+                d.category,
+                d.path,
+                d.file_name,
+                -1,
+                d.chunk_count,
+                d.title,
+                d.title,
+            )
             for d in docs
         }
 
     def _records(self, chunks: Sequence[Chunk]) -> dict[str, VectorRecord]:
         vectors = self._vectors({c.id: embedding_input(c, self.variant) for c in chunks})
         return {
-            c.id: VectorRecord(c.id, vectors[c.id], c.document_id, c.category, c.source_path,
-                               c.source_path.rsplit("/", 1)[-1], c.index, c.total, c.title, c.breadcrumb)
+            c.id: VectorRecord(
+                c.id,
+                vectors[c.id],
+                c.document_id,
+                c.category,
+                c.source_path,
+                c.source_path.rsplit("/", 1)[-1],
+                c.index,
+                c.total,
+                c.title,
+                c.breadcrumb,
+            )
             for c in chunks
         }
 
@@ -158,12 +197,17 @@ class DenseIndex:
         previous = self.repository.meta("embedding_model")
         if previous != self.model_id:
             if previous:
-                log.warning("embedding model changed from %s to %s: chunks are re-embedded into a new "
-                            "collection (cached vectors of the new model are reused)", previous, self.model_id)
+                log.warning(
+                    "embedding model changed from %s to %s: chunks are re-embedded into a new "
+                    "collection (cached vectors of the new model are reused)",
+                    previous,
+                    self.model_id,
+                )
             self.repository.set_meta("embedding_model", self.model_id)
 
-    def search(self, query: str, *, top_k: int, categories: Sequence[str] | None = None,
-               threshold: float | None = None) -> DenseResult:
+    def search(
+        self, query: str, *, top_k: int, categories: Sequence[str] | None = None, threshold: float | None = None
+    ) -> DenseResult:
         started = time.perf_counter()
         fit = getattr(self.embedder, "fit_query", None)
         text = fit(query) if fit is not None else query
@@ -179,58 +223,88 @@ class DenseIndex:
             served = self.mirror
             hits = served.search(vector, top_k=top_k, categories=categories, threshold=threshold)
         done = time.perf_counter()
-        return DenseResult(hits, round((embedded - started) * 1000, 3), round((done - embedded) * 1000, 3), served.name,
-                           len(text) if len(text) < len(query) else None)
+        return DenseResult(
+            hits,
+            round((embedded - started) * 1000, 3),
+            round((done - embedded) * 1000, 3),
+            served.name,
+            len(text) if len(text) < len(query) else None,
+        )
 
     def close(self) -> None:
         for store in self._stores():
             store.close()
 
 
-def open_dense(settings: "Settings", repository: SqlRepository) -> "DenseIndex | DeferredDense | None":
+def open_dense(settings: Settings, repository: SqlRepository) -> DenseIndex | DeferredDense | None:
     """The dense lane the settings ask for, or ``None`` when ``embedder`` is ``none``.
 
     An embedding server that does not answer at start-up gives a :class:`DeferredDense`: the lexical lanes
     serve alone while it retries in the background."""
     from kbseek.adapters.embedders import OpenAIEmbedder, load_embedder
 
-    embedder = load_embedder(settings.embedder, url=settings.embedder_url, model=settings.embedder_model,
-                             api_key=settings.embedder_api_key, query_timeout=settings.embedder_query_timeout_s,
-                             probe=False)
+    embedder = load_embedder(
+        settings.embedder,
+        url=settings.embedder_url,
+        model=settings.embedder_model,
+        api_key=settings.embedder_api_key,
+        query_timeout=settings.embedder_query_timeout_s,
+        probe=False,
+    )
     if embedder is None:
         return None
     if isinstance(embedder, OpenAIEmbedder):
         try:
             embedder.connect()
         except EmbeddingError as exc:
-            log.warning("dense lane unavailable at start-up (%s); the lexical lanes answer alone and the "
-                        "connection is retried in the background", exc.message)
-            return DeferredDense(embedder, lambda: _open_dense(settings, repository, embedder.connect()), exc.message,
-                                 variant=settings.embedding_input)
+            log.warning(
+                "dense lane unavailable at start-up (%s); the lexical lanes answer alone and the "
+                "connection is retried in the background",
+                exc.message,
+            )
+            return DeferredDense(
+                embedder,
+                lambda: _open_dense(settings, repository, embedder.connect()),
+                exc.message,
+                variant=settings.embedding_input,
+            )
     return _open_dense(settings, repository, embedder)
 
 
-def _open_dense(settings: "Settings", repository: SqlRepository, embedder: Embedder) -> DenseIndex:
+def _open_dense(settings: Settings, repository: SqlRepository, embedder: Embedder) -> DenseIndex:
     from kbseek.adapters.vectors_milvus import MilvusVectorStore
 
     model = f"{embedder.model_id}|{settings.embedding_input}"
     if settings.vector_store == "local":
-        return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim), variant=settings.embedding_input,
-                          summaries=settings.embed_summaries)
+        return DenseIndex(
+            repository,
+            embedder,
+            LocalVectorStore(dim=embedder.dim),
+            variant=settings.embedding_input,
+            summaries=settings.embed_summaries,
+        )
     try:
-        store = MilvusVectorStore(uri=settings.milvus_target, dim=embedder.dim, model_id=model,
-                                  token=settings.milvus_token)
+        store = MilvusVectorStore(
+            uri=settings.milvus_target, dim=embedder.dim, model_id=model, token=settings.milvus_token
+        )
     except KbseekError as exc:
         if settings.vector_store == "milvus":
             raise
         note = f"vector store fallback: Milvus unavailable ({exc.message}); using the in-process store"
         log.warning("%s", note)
-        return DenseIndex(repository, embedder, LocalVectorStore(dim=embedder.dim),
-                          variant=settings.embedding_input, fallback=note, summaries=settings.embed_summaries)
+        return DenseIndex(
+            repository,
+            embedder,
+            LocalVectorStore(dim=embedder.dim),
+            variant=settings.embedding_input,
+            fallback=note,
+            summaries=settings.embed_summaries,
+        )
     lite = not settings.milvus_uri or settings.milvus_uri.endswith(".db")
     mirror = LocalVectorStore(dim=embedder.dim) if lite and settings.milvus_local_queries else None
-    return DenseIndex(repository, embedder, store, mirror=mirror, variant=settings.embedding_input,
-                      summaries=settings.embed_summaries)
+    return DenseIndex(
+        repository, embedder, store, mirror=mirror, variant=settings.embedding_input, summaries=settings.embed_summaries
+    )
 
 
 class DeferredDense:
@@ -241,7 +315,7 @@ class DeferredDense:
     fallback = None
     available = False
 
-    def __init__(self, embedder: Embedder, opener: "Callable[[], DenseIndex]", failure: str, *, variant: str) -> None:
+    def __init__(self, embedder: Embedder, opener: Callable[[], DenseIndex], failure: str, *, variant: str) -> None:
         self.embedder, self._opener = embedder, opener
         self.reason = f"embedding server unreachable since start-up ({failure})"
         self.model_id = f"{embedder.model_id}|{variant}"

@@ -34,19 +34,37 @@ class AuditStore:
     def __init__(self, engine: Engine) -> None:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def record_rejection(self, path: str, reason: str, *, actor: str, request_id: str, key_id: str | None = None,
-                         size_bytes: int | None = None) -> None:
+    def record_rejection(
+        self,
+        path: str,
+        reason: str,
+        *,
+        actor: str,
+        request_id: str,
+        key_id: str | None = None,
+        size_bytes: int | None = None,
+    ) -> None:
         """A refused write; like an invocation record it must not turn into a second failure."""
         try:
             with self._sessions() as session, session.begin():
-                session.execute(insert(WriteAuditRow).values(
-                    created_at=utcnow(), action="rejected", path=path[:1024], actor=actor, key_id=key_id,
-                    request_id=request_id, size_bytes=size_bytes, detail=reason[:2000]))
+                session.execute(
+                    insert(WriteAuditRow).values(
+                        created_at=utcnow(),
+                        action="rejected",
+                        path=path[:1024],
+                        actor=actor,
+                        key_id=key_id,
+                        request_id=request_id,
+                        size_bytes=size_bytes,
+                        detail=reason[:2000],
+                    )
+                )
         except SQLAlchemyError as exc:
             log.warning("write audit not recorded: %s", exc)
 
-    def list(self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None,
-             limit: int = 100) -> list[dict[str, Any]]:
+    def list(
+        self, *, path: str | None = None, since: dt.datetime | None = None, action: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
         """Newest last, at most ``limit``."""
         query = select(WriteAuditRow).order_by(WriteAuditRow.id.desc()).limit(limit)
         if path is not None:

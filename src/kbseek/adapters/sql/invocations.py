@@ -14,7 +14,6 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
 from kbseek.adapters.sql.tables import ToolInvocationRow, utcnow
@@ -23,7 +22,7 @@ log = logging.getLogger("kbseek")
 COLUMNS = [c.name for c in ToolInvocationRow.__table__.columns if c.name != "id" and c.name != "created_at"]
 BATCH = 500
 PRUNE_EVERY_S = 3600.0  # the writer applies the retention this often, and sooner when many rows came in
-_OPEN: "weakref.WeakSet[InvocationStore]" = weakref.WeakSet()
+_OPEN: weakref.WeakSet[InvocationStore] = weakref.WeakSet()
 
 
 @atexit.register
@@ -74,8 +73,14 @@ class InvocationStore:
     >>> store.close()
     """
 
-    def __init__(self, engine: Engine, *, on_failure: Callable[[int], None] | None = None, retention_days: int = 0,
-                 max_rows: int = 0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        on_failure: Callable[[int], None] | None = None,
+        retention_days: int = 0,
+        max_rows: int = 0,
+    ) -> None:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._on_failure = on_failure
         self.retention_days, self.max_rows = retention_days, max_rows
@@ -160,8 +165,12 @@ class InvocationStore:
             log.warning("tool invocation retention failed: %s: %s", type(exc).__name__, str(exc)[:300])
             return 0
         if removed:
-            log.info("retention: pruned %d tool invocation(s) (older than %s days or beyond %s rows)", removed,
-                     self.retention_days or "-", self.max_rows or "-")
+            log.info(
+                "retention: pruned %d tool invocation(s) (older than %s days or beyond %s rows)",
+                removed,
+                self.retention_days or "-",
+                self.max_rows or "-",
+            )
         return removed
 
     def apply_retention(self) -> int:
@@ -189,8 +198,15 @@ class InvocationStore:
         with self._sessions() as session, session.begin():
             session.execute(insert(ToolInvocationRow), rows)
 
-    def list(self, *, session_id: str | None = None, since: dt.datetime | None = None, level: str | None = None,
-             success: bool | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def list(
+        self,
+        *,
+        session_id: str | None = None,
+        since: dt.datetime | None = None,
+        level: str | None = None,
+        success: bool | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
         """The newest ``limit`` rows that match, oldest first (each filter has an index)."""
         self.flush()
         query = select(ToolInvocationRow).order_by(ToolInvocationRow.id.desc()).limit(limit)
@@ -222,10 +238,13 @@ class InvocationStore:
         removed = 0
         with self._sessions() as session, session.begin():
             if before is not None:
-                removed += session.execute(delete(ToolInvocationRow).where(ToolInvocationRow.created_at < before)).rowcount
+                removed += session.execute(
+                    delete(ToolInvocationRow).where(ToolInvocationRow.created_at < before)
+                ).rowcount
             if keep is not None:
-                cutoff = session.scalar(select(ToolInvocationRow.id).order_by(ToolInvocationRow.id.desc())
-                                        .offset(keep).limit(1))
+                cutoff = session.scalar(
+                    select(ToolInvocationRow.id).order_by(ToolInvocationRow.id.desc()).offset(keep).limit(1)
+                )
                 if cutoff is not None:
                     removed += session.execute(delete(ToolInvocationRow).where(ToolInvocationRow.id <= cutoff)).rowcount
         return removed

@@ -92,9 +92,7 @@ class SqlRepository:
     def hashes(self) -> dict[str, tuple[str, str | None]]:
         """``{path: (content_hash, origin)}`` for every document, in one query."""
         with self._session() as session:
-            rows = session.execute(
-                select(DocumentRow.path, DocumentRow.content_hash, DocumentRow.origin)
-            )
+            rows = session.execute(select(DocumentRow.path, DocumentRow.content_hash, DocumentRow.origin))
             return {path: (digest, origin) for path, digest, origin in rows}
 
     def get(self, path: str, *, with_chunks: bool = False) -> StoredDocument | None:
@@ -110,9 +108,7 @@ class SqlRepository:
             if with_chunks:
                 chunks = list(
                     session.scalars(
-                        select(ChunkRow)
-                        .where(ChunkRow.document_id == row.id)
-                        .order_by(ChunkRow.chunk_index)
+                        select(ChunkRow).where(ChunkRow.document_id == row.id).order_by(ChunkRow.chunk_index)
                     )
                 )
             return _stored(row, chunks)
@@ -121,12 +117,8 @@ class SqlRepository:
         with self._session() as session:
             return session.scalar(select(DocumentRow.content).where(DocumentRow.path == path))
 
-    def list(
-        self, *, category: str | None = None, limit: int | None = None, offset: int = 0
-    ) -> list[StoredDocument]:
-        query = (
-            select(DocumentRow).options(defer(DocumentRow.content)).order_by(DocumentRow.path).offset(offset)
-        )
+    def list(self, *, category: str | None = None, limit: int | None = None, offset: int = 0) -> list[StoredDocument]:
+        query = select(DocumentRow).options(defer(DocumentRow.content)).order_by(DocumentRow.path).offset(offset)
         if category:
             query = query.where(DocumentRow.category == category)
         if limit is not None:
@@ -168,7 +160,8 @@ class SqlRepository:
                 chosen = query
                 if batch is not None:
                     chosen = query.join(ChunkRow, ChunkRow.id == ChunkTokensRow.chunk_id).where(
-                        ChunkRow.document_id.in_(batch))
+                        ChunkRow.document_id.in_(batch)
+                    )
                 for cid, version, text in session.execute(chosen):
                     result[cid] = (version, text.split(TOKEN_SEPARATOR) if text else [])
         return result
@@ -183,8 +176,11 @@ class SqlRepository:
                 for batch in _batches([r[0] for r in rows]):
                     live.update(session.scalars(select(ChunkRow.id).where(ChunkRow.id.in_(batch))))
                     session.execute(delete(ChunkTokensRow).where(ChunkTokensRow.chunk_id.in_(batch)))
-                values = [{"chunk_id": cid, "analyzer_version": version, "tokens": TOKEN_SEPARATOR.join(tokens)}
-                          for cid, version, tokens in rows if cid in live]
+                values = [
+                    {"chunk_id": cid, "analyzer_version": version, "tokens": TOKEN_SEPARATOR.join(tokens)}
+                    for cid, version, tokens in rows
+                    if cid in live
+                ]
                 if values:
                     session.execute(insert(ChunkTokensRow), values)
         except SQLAlchemyError as exc:  # a cache: losing a write costs re-analysis, nothing else
@@ -193,16 +189,22 @@ class SqlRepository:
     def retag_tokens(self, old_version: str, new_version: str) -> None:
         """Mark tokens still valid under a new analyser version (the dictionary change missed them)."""
         with self._write() as session:
-            session.execute(update(ChunkTokensRow).where(ChunkTokensRow.analyzer_version == old_version)
-                            .values(analyzer_version=new_version))
+            session.execute(
+                update(ChunkTokensRow)
+                .where(ChunkTokensRow.analyzer_version == old_version)
+                .values(analyzer_version=new_version)
+            )
 
     def vectors(self, model_id: str, hashes: list[str]) -> dict[str, bytes]:
         """Cached vectors (float32 bytes) of ``model_id`` by input-text hash."""
         found: dict[str, bytes] = {}
         with self._session() as session:
             for batch in _batches(sorted(set(hashes))):
-                rows = session.execute(select(EmbeddingRow.text_hash, EmbeddingRow.vector).where(
-                    EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)))
+                rows = session.execute(
+                    select(EmbeddingRow.text_hash, EmbeddingRow.vector).where(
+                        EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)
+                    )
+                )
                 found.update({digest: vector for digest, vector in rows})
         return found
 
@@ -212,11 +214,14 @@ class SqlRepository:
         try:
             with self._session() as session, session.begin():
                 for batch in _batches(list(rows)):
-                    session.execute(delete(EmbeddingRow).where(
-                        EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)))
+                    session.execute(
+                        delete(EmbeddingRow).where(EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch))
+                    )
                     # another process may have cached the same text meanwhile: its vector is the same one
-                    session.execute(_insert(session, EmbeddingRow).on_conflict_do_nothing(), [
-                        {"model_id": model_id, "text_hash": h, "dim": dim, "vector": rows[h]} for h in batch])
+                    session.execute(
+                        _insert(session, EmbeddingRow).on_conflict_do_nothing(),
+                        [{"model_id": model_id, "text_hash": h, "dim": dim, "vector": rows[h]} for h in batch],
+                    )
         except SQLAlchemyError as exc:  # a cache: losing a write costs re-embedding, nothing else
             log.warning("embedding cache not written: %s", _reason(exc))
 
@@ -237,8 +242,9 @@ class SqlRepository:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def save(self, doc: ParsedDocument, *, origin: str | None, audit: dict[str, Any] | None = None,
-             must_exist: bool = False) -> str:
+    def save(
+        self, doc: ParsedDocument, *, origin: str | None, audit: dict[str, Any] | None = None, must_exist: bool = False
+    ) -> str:
         """Insert or replace ``doc`` and its chunks in one transaction, with its write-audit row when given.
 
         Returns ``"added"``, ``"updated"`` or ``"unchanged"`` (same path, same content hash;
@@ -257,9 +263,7 @@ class SqlRepository:
                     return "missing"
                 if existing is not None and existing.content_hash == doc.content_hash:
                     if origin is not None:
-                        session.execute(
-                            update(DocumentRow).where(DocumentRow.id == existing.id).values(origin=origin)
-                        )
+                        session.execute(update(DocumentRow).where(DocumentRow.id == existing.id).values(origin=origin))
                     return "unchanged"
                 now = utcnow()
                 values = _document_values(doc, origin)
@@ -275,9 +279,16 @@ class SqlRepository:
                 _bump_version(session)
                 status = "added" if existing is None else "updated"
                 if audit is not None:
-                    session.execute(insert(WriteAuditRow).values(
-                        **audit, action=status, path=doc.path, created_at=now,
-                        old_hash=existing.content_hash if existing is not None else None, new_hash=doc.content_hash))
+                    session.execute(
+                        insert(WriteAuditRow).values(
+                            **audit,
+                            action=status,
+                            path=doc.path,
+                            created_at=now,
+                            old_hash=existing.content_hash if existing is not None else None,
+                            new_hash=doc.content_hash,
+                        )
+                    )
                 return status
         except SQLAlchemyError as exc:
             raise _storage_error(f"could not store {doc.path}", exc) from exc
@@ -295,8 +306,11 @@ class SqlRepository:
                 session.execute(delete(DocumentRow).where(DocumentRow.id == found.id))
                 _bump_version(session)
                 if audit is not None:
-                    session.execute(insert(WriteAuditRow).values(
-                        **audit, action="deleted", path=path, created_at=utcnow(), old_hash=found.content_hash))
+                    session.execute(
+                        insert(WriteAuditRow).values(
+                            **audit, action="deleted", path=path, created_at=utcnow(), old_hash=found.content_hash
+                        )
+                    )
                 return True
         except SQLAlchemyError as exc:
             raise _storage_error(f"could not delete {path}", exc) from exc
@@ -320,8 +334,10 @@ def _storage_error(what: str, exc: SQLAlchemyError) -> StorageError:
     """A message for callers that says what failed and never carries SQL, parameters or server addresses; the
     driver's reason goes to the log."""
     log.warning("%s: %s", what, _reason(exc))
-    return StorageError(f"{what}: the database did not take the change ({exc.__class__.__name__}); nothing was "
-                        f"changed", hint="retry; if it persists, the server log has the database's reason")
+    return StorageError(
+        f"{what}: the database did not take the change ({exc.__class__.__name__}); nothing was changed",
+        hint="retry; if it persists, the server log has the database's reason",
+    )
 
 
 def _batches(items: list[str], size: int = 2000) -> Iterable[list[str]]:
@@ -333,8 +349,7 @@ def _batches(items: list[str], size: int = 2000) -> Iterable[list[str]]:
 def _bump_version(session: Session) -> None:
     """One statement, so the first writes of two processes on an empty database cannot both insert the row."""
     upsert = _insert(session, StateRow).values(key=VERSION_KEY, value=1)
-    session.execute(upsert.on_conflict_do_update(index_elements=[StateRow.key],
-                                                 set_={"value": StateRow.value + 1}))
+    session.execute(upsert.on_conflict_do_update(index_elements=[StateRow.key], set_={"value": StateRow.value + 1}))
 
 
 def _insert(session: Session, table: type) -> Any:
@@ -359,8 +374,7 @@ def _document_values(doc: ParsedDocument, origin: str | None) -> dict[str, Any]:
         "summary_source": fm.summary_source,
         "warnings": list(doc.warnings),
         "outline": [
-            {"level": s.level, "heading": s.heading, "anchor": s.anchor,
-             "line": doc.text.count("\n", 0, s.start) + 1}
+            {"level": s.level, "heading": s.heading, "anchor": s.anchor, "line": doc.text.count("\n", 0, s.start) + 1}
             for s in doc.sections
             if s.level
         ],

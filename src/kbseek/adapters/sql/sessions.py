@@ -34,16 +34,19 @@ class SessionStore:
         for _ in range(3):  # two processes may create the same session at once
             with self._sessions() as session, session.begin():
                 calls = session.scalar(
-                    update(LookupSessionRow).where(LookupSessionRow.session_id == session_id)
+                    update(LookupSessionRow)
+                    .where(LookupSessionRow.session_id == session_id)
                     .values(calls=LookupSessionRow.calls + 1, updated_at=utcnow())
-                    .returning(LookupSessionRow.calls))
+                    .returning(LookupSessionRow.calls)
+                )
                 if calls is not None:
                     return calls
             try:
                 with self._sessions() as session, session.begin():
                     now = utcnow()
-                    session.execute(insert(LookupSessionRow).values(session_id=session_id, calls=1, created_at=now,
-                                                                    updated_at=now))
+                    session.execute(
+                        insert(LookupSessionRow).values(session_id=session_id, calls=1, created_at=now, updated_at=now)
+                    )
                 return 1
             except IntegrityError:
                 continue
@@ -52,12 +55,14 @@ class SessionStore:
     def seen(self, session_id: str) -> dict[str, int]:
         """Dedup key -> the call that first gave it."""
         with self._sessions() as session:
-            rows = session.execute(select(SessionEvidenceRow.key, SessionEvidenceRow.call)
-                                   .where(SessionEvidenceRow.session_id == session_id))
+            rows = session.execute(
+                select(SessionEvidenceRow.key, SessionEvidenceRow.call).where(
+                    SessionEvidenceRow.session_id == session_id
+                )
+            )
             return {key: call for key, call in rows}
 
-    def remember(self, session_id: str, call: int, query: str,
-                 given: Iterable[tuple[str, str, str | None]]) -> None:
+    def remember(self, session_id: str, call: int, query: str, given: Iterable[tuple[str, str, str | None]]) -> None:
         """Record ``(key, document_id, anchor)`` as given in ``call``; keys already known keep their first call."""
         fresh = {key: (doc, anchor) for key, doc, anchor in given}
         if not fresh:
@@ -69,21 +74,41 @@ class SessionStore:
 
     def _insert_new(self, session_id: str, call: int, query: str, fresh: dict[str, tuple[str, str | None]]) -> None:
         with self._sessions() as session, session.begin():
-            known = set(session.scalars(select(SessionEvidenceRow.key).where(
-                SessionEvidenceRow.session_id == session_id, SessionEvidenceRow.key.in_(list(fresh)))))
-            rows = [{"session_id": session_id, "key": key, "document_id": doc, "anchor": anchor, "call": call,
-                     "query": query, "given_at": utcnow()}
-                    for key, (doc, anchor) in fresh.items() if key not in known]
+            known = set(
+                session.scalars(
+                    select(SessionEvidenceRow.key).where(
+                        SessionEvidenceRow.session_id == session_id, SessionEvidenceRow.key.in_(list(fresh))
+                    )
+                )
+            )
+            rows = [
+                {
+                    "session_id": session_id,
+                    "key": key,
+                    "document_id": doc,
+                    "anchor": anchor,
+                    "call": call,
+                    "query": query,
+                    "given_at": utcnow(),
+                }
+                for key, (doc, anchor) in fresh.items()
+                if key not in known
+            ]
             if rows:
                 session.execute(insert(SessionEvidenceRow), rows)
 
     def given(self, session_id: str) -> list[dict[str, object]]:
         """What the session was given, in the order it was first given."""
         with self._sessions() as session:
-            rows = session.scalars(select(SessionEvidenceRow).where(SessionEvidenceRow.session_id == session_id)
-                                   .order_by(SessionEvidenceRow.call, SessionEvidenceRow.key)).all()
-        return [{"key": r.key, "document_id": r.document_id, "anchor": r.anchor, "call": r.call, "query": r.query}
-                for r in rows]
+            rows = session.scalars(
+                select(SessionEvidenceRow)
+                .where(SessionEvidenceRow.session_id == session_id)
+                .order_by(SessionEvidenceRow.call, SessionEvidenceRow.key)
+            ).all()
+        return [
+            {"key": r.key, "document_id": r.document_id, "anchor": r.anchor, "call": r.call, "query": r.query}
+            for r in rows
+        ]
 
     def forget(self, session_id: str) -> None:
         with self._sessions() as session, session.begin():

@@ -5,12 +5,24 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class Base(DeclarativeBase):
@@ -46,9 +58,7 @@ class ChunkRow(Base):
     __table_args__ = (UniqueConstraint("document_id", "chunk_index", name="uq_chunks_position"),)
 
     id: Mapped[str] = mapped_column(String(16), primary_key=True)
-    document_id: Mapped[str] = mapped_column(
-        String(16), ForeignKey("documents.id", ondelete="CASCADE"), index=True
-    )
+    document_id: Mapped[str] = mapped_column(String(16), ForeignKey("documents.id", ondelete="CASCADE"), index=True)
     chunk_index: Mapped[int] = mapped_column(Integer)
     total_chunks: Mapped[int] = mapped_column(Integer)
     breadcrumb: Mapped[str] = mapped_column(Text)
@@ -74,9 +84,7 @@ class ChunkTokensRow(Base):
 
     __tablename__ = "chunk_tokens"
 
-    chunk_id: Mapped[str] = mapped_column(
-        String(16), ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
-    )
+    chunk_id: Mapped[str] = mapped_column(String(16), ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True)
     analyzer_version: Mapped[str] = mapped_column(String(64), index=True)
     tokens: Mapped[str] = mapped_column(Text)  # joined by TOKEN_SEPARATOR
 
@@ -126,8 +134,9 @@ class SessionEvidenceRow(Base):
 
     __tablename__ = "session_evidence"
 
-    session_id: Mapped[str] = mapped_column(String(128), ForeignKey("lookup_sessions.session_id", ondelete="CASCADE"),
-                                            primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        String(128), ForeignKey("lookup_sessions.session_id", ondelete="CASCADE"), primary_key=True
+    )
     key: Mapped[str] = mapped_column(String(400), primary_key=True)  # document id, or document id#anchor
     document_id: Mapped[str] = mapped_column(String(16))
     anchor: Mapped[str | None] = mapped_column(String(300), nullable=True)

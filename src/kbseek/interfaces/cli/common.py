@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # Plain help (click's): typer's rich panels show every flag as taking a value ("--json <bool>", "-v <int>")
-HELP: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None,
-                        "context_settings": {"max_content_width": 120}}
+HELP: dict[str, Any] = {
+    "no_args_is_help": True,
+    "rich_markup_mode": None,
+    "context_settings": {"max_content_width": 120},
+}
 app = typer.Typer(add_completion=False, help="kbseek: knowledge retrieval for AIOps agents.", **HELP)
 
 out = Console(soft_wrap=True)
@@ -45,7 +48,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (see schemas/
 class GlobalOptions:
     """The options given before the command (``kbseek --home PATH -v COMMAND``), for this process."""
 
-    home: Optional[Path] = None
+    home: Path | None = None
     verbose: int = 0
     log_json: bool = False
 
@@ -58,11 +61,14 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    home: Annotated[Optional[Path], typer.Option(metavar="PATH", help="Data home (default: KBSEEK_HOME or ./.kbseek).")] = None,
+    home: Annotated[
+        Path | None, typer.Option(metavar="PATH", help="Data home (default: KBSEEK_HOME or ./.kbseek).")
+    ] = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug logs.")] = 0,
     log_json: Annotated[bool, typer.Option("--log-json", help="Logs as JSON lines (KBSEEK_LOG_FORMAT=json).")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     GlobalOptions.home, GlobalOptions.verbose, GlobalOptions.log_json = home, verbose, log_json
     set_process_actor(f"cli:{_user()}")
@@ -94,9 +100,14 @@ def exit_on_error(as_json: bool) -> Iterator[None]:
         yield
     except KbseekError as exc:
         if as_json:
-            print(json.dumps({"error": {"code": exc.code, "message": exc.message, "hint": exc.hint}}, ensure_ascii=False))
+            print(
+                json.dumps({"error": {"code": exc.code, "message": exc.message, "hint": exc.hint}}, ensure_ascii=False)
+            )
         else:
-            err.print(f"[red]error:[/red] {exc.message}" + (f"\n[dim]hint: {exc.hint}[/dim]" if exc.hint else ""), highlight=False)
+            err.print(
+                f"[red]error:[/red] {exc.message}" + (f"\n[dim]hint: {exc.hint}[/dim]" if exc.hint else ""),
+                highlight=False,
+            )
         raise typer.Exit(2) from exc
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -117,9 +128,11 @@ def open_reading(*, vectors: bool = True) -> KnowledgeBase:
     settings = load_settings()
     owner = owner_of(settings.home)
     if owner is not None:
-        err.print(f"note: {owner.describe()} owns {settings.home}; reading beside it"
-                  + (" (vectors from the database's embedding cache)" if vectors and settings.embedder != "none" else ""),
-                  highlight=False)
+        err.print(
+            f"note: {owner.describe()} owns {settings.home}; reading beside it"
+            + (" (vectors from the database's embedding cache)" if vectors and settings.embedder != "none" else ""),
+            highlight=False,
+        )
     if not vectors:
         settings = settings.model_copy(update={"embedder": "none"})
     return KnowledgeBase.open(settings, read_only=True)

@@ -7,14 +7,24 @@ read beside whoever owns it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from kbseek.interfaces.cli.common import HELP, JsonFlag, emit, err, exit_on_error, open_owned, open_reading, out, \
-    owning, say
+from kbseek.interfaces.cli.common import (
+    HELP,
+    JsonFlag,
+    emit,
+    err,
+    exit_on_error,
+    open_owned,
+    open_reading,
+    out,
+    owning,
+    say,
+)
 from kbseek.lookup.views import document_view
 
 docs_app = typer.Typer(help="List, show, delete and lint stored documents.", **HELP)
@@ -22,19 +32,30 @@ docs_app = typer.Typer(help="List, show, delete and lint stored documents.", **H
 
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Markdown files and folders.")],
-    category: Annotated[Optional[str], typer.Option(help="Category for every document (overrides frontmatter).")] = None,
-    prune: Annotated[bool, typer.Option(help="Delete documents whose files vanished from the ingested folders.")] = False,
+    category: Annotated[str | None, typer.Option(help="Category for every document (overrides frontmatter).")] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Delete documents whose files vanished from the ingested folders.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Ingest Markdown files and folders; unchanged files are skipped by content hash."""
     with exit_on_error(as_json), owning("ingest") as settings, open_owned(settings) as kb:
         show_progress = not as_json and err.is_terminal
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=err, disable=not show_progress, transient=True) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=not show_progress,
+            transient=True,
+        ) as progress:
             task = progress.add_task("ingesting", total=None)
 
             def on_file(report: Any, done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total, description=f"{report.status:9} {report.path or report.source}")
+                progress.update(
+                    task, completed=done, total=total, description=f"{report.status:9} {report.path or report.source}"
+                )
 
             report = kb.ingest(paths, category=category, prune=prune, on_file=on_file)
         emit(report, as_json, _print_ingest, view=lambda r: r.to_dict())
@@ -66,8 +87,8 @@ def _print_ingest(report: Any) -> None:
 
 @docs_app.command("list")
 def docs_list(
-    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many.")] = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many.")] = 0,
     as_json: JsonFlag = False,
 ) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -21,8 +21,14 @@ from kbseek.settings import Settings
 eval_app = typer.Typer(help="Measure retrieval quality on a dataset.", **HELP)
 
 
-def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None = None, qrels: str | None = None,
-              split: str | None = None) -> Any:
+def load_data(
+    dataset: Path,
+    *,
+    corpus: str | None = None,
+    queries: str | None = None,
+    qrels: str | None = None,
+    split: str | None = None,
+) -> Any:
     """A golden case file or a dataset folder, as one ``Dataset``."""
     # Imported here: start-up cost (see common)
     from kbseek.evaluation.cases import load_cases
@@ -35,19 +41,33 @@ def load_data(dataset: Path, *, corpus: str | None = None, queries: str | None =
 
 @eval_app.command("run")
 def eval_run(
-    dataset: Annotated[Path, typer.Argument(help="Golden case file (.json), or dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv).")],
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="Golden case file (.json), or dataset folder (corpus.jsonl or docs/, queries.jsonl, qrels.tsv)."
+        ),
+    ],
     policy: Annotated[list[str], typer.Option(help="Policy to run; repeat for several.")] = ["hybrid"],
-    corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
-    queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
-    qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Only queries whose metadata.split is this.")] = None,
+    corpus: Annotated[str | None, typer.Option(help="Corpus file or folder inside the dataset.")] = None,
+    queries: Annotated[str | None, typer.Option(help="Queries file inside the dataset.")] = None,
+    qrels: Annotated[str | None, typer.Option(help="Judgments file inside the dataset.")] = None,
+    split: Annotated[str | None, typer.Option(help="Only queries whose metadata.split is this.")] = None,
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,3,5,10",
     depth: Annotated[int, typer.Option(min=1, max=1000, help="Chunks retrieved per query.")] = 100,
-    setting: Annotated[list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")] = [],
-    cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
-    replay: Annotated[Optional[Path], typer.Option(help="Re-score recorded lane candidates ('eval record'): no embedding.")] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="Evaluate a running server instead (live acceptance): its search and lookup endpoints.")] = None,
-    api_key: Annotated[Optional[str], typer.Option(help="Bearer key for --base-url (default: KBSEEK_READ_API_KEY or KBSEEK_API_KEY).")] = None,
+    setting: Annotated[
+        list[str], typer.Option("--set", help="NAME:key=value[,key=value] configuration to compare; repeat.")
+    ] = [],
+    cache: Annotated[Path | None, typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+    replay: Annotated[
+        Path | None, typer.Option(help="Re-score recorded lane candidates ('eval record'): no embedding.")
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Evaluate a running server instead (live acceptance): its search and lookup endpoints."),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="Bearer key for --base-url (default: KBSEEK_READ_API_KEY or KBSEEK_API_KEY).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the dataset's queries through lookup and score them (recall, MRR, nDCG, hit, precision)."""
@@ -70,11 +90,26 @@ def eval_run(
             fixture = load(replay)
             base = base.model_copy(update={"embedder": "none"})  # replays embed nothing
         if base_url is not None:
-            report = evaluate_live(data, base_url, policies=policy, ks=ks, depth=depth, base=base,
-                                   api_key=api_key or base.read_api_key or base.api_key)
+            report = evaluate_live(
+                data,
+                base_url,
+                policies=policy,
+                ks=ks,
+                depth=depth,
+                base=base,
+                api_key=api_key or base.read_api_key or base.api_key,
+            )
         else:
-            report = evaluate(data, policies=policy, configs=parse_configs(setting), ks=ks, depth=depth,
-                              cache_root=cache, base=base, fixture=fixture)
+            report = evaluate(
+                data,
+                policies=policy,
+                configs=parse_configs(setting),
+                ks=ks,
+                depth=depth,
+                cache_root=cache,
+                base=base,
+                fixture=fixture,
+            )
         emit(report, as_json, _print_runs)
 
 
@@ -87,7 +122,10 @@ def _print_runs(report: dict[str, Any]) -> None:
         table.add_column(name, no_wrap=True)
     table.add_column("s", justify="right")
     for r in report["runs"]:
-        cells = [f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]" for n in shown]
+        cells = [
+            f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]"
+            for n in shown
+        ]
         table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
     say(f"{report['dataset']}: {report['config']['queries']} queries")
     out.print(table)
@@ -111,9 +149,11 @@ def eval_compare(
 
 def _print_comparison(result: dict[str, Any], show: int) -> None:
     verdict = "significant at 0.05" if result["p_value"] < 0.05 else "not significant at 0.05"
-    say(f"{result['metric']}: A {result['a']} {result['mean_a']:.3f} · B {result['b']} {result['mean_b']:.3f} · "
+    say(
+        f"{result['metric']}: A {result['a']} {result['mean_a']:.3f} · B {result['b']} {result['mean_b']:.3f} · "
         f"difference {result['mean_difference']:+.3f} (p = {result['p_value']:.4f}, {verdict}); "
-        f"{result['cases']} cases: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties")
+        f"{result['cases']} cases: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties"
+    )
     for title, rows in (("B loses", result["losses_detail"]), ("B wins", result["wins_detail"])):
         if rows:
             say(f"[bold]{title}[/bold]:")
@@ -124,10 +164,14 @@ def _print_comparison(result: dict[str, Any], show: int) -> None:
 @eval_app.command("add-case")
 def eval_add_case(
     cases: Annotated[Path, typer.Argument(help="Golden case file to add to.")],
-    lookup_json: Annotated[Path, typer.Argument(help="A recorded lookup: the output of 'kbseek lookup --json' ('-' = stdin).")],
+    lookup_json: Annotated[
+        Path, typer.Argument(help="A recorded lookup: the output of 'kbseek lookup --json' ('-' = stdin).")
+    ],
     case_id: Annotated[str, typer.Option("--id", help="The new case's id.")],
-    piece: Annotated[Optional[list[int]], typer.Option(help="Answer piece (1-based) that is right; repeat. Default 1.")] = None,
-    tag: Annotated[Optional[list[str]], typer.Option(help="Tag; repeat.")] = None,
+    piece: Annotated[
+        list[int] | None, typer.Option(help="Answer piece (1-based) that is right; repeat. Default 1.")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="Tag; repeat.")] = None,
     split: Annotated[str, typer.Option(help="dev | test")] = "dev",
     notes: Annotated[str, typer.Option(help="Why this case exists.")] = "",
     as_json: JsonFlag = False,
@@ -143,18 +187,28 @@ def eval_add_case(
             raise DatasetError(f"{lookup_json}: not a lookup's JSON ({exc})") from None
         case = case_from_lookup(recorded, case_id=case_id, pieces=piece, split=split, tags=tag, notes=notes)
         add_case(cases, case)
-        emit(case, as_json, lambda case: say(f"added case {case.id} to {cases}: " + (
-            "no-answer case" if not case.answerable else f"{len(case.expected)} expected piece(s)")),
-            view=lambda case: case.model_dump())
+        emit(
+            case,
+            as_json,
+            lambda case: say(
+                f"added case {case.id} to {cases}: "
+                + ("no-answer case" if not case.answerable else f"{len(case.expected)} expected piece(s)")
+            ),
+            view=lambda case: case.model_dump(),
+        )
 
 
 @eval_app.command("report")
 def eval_report(
     report_json: Annotated[Path, typer.Argument(help="Report of 'eval run --json'.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the Markdown, JSON and PNG charts.")] = Path("eval/reports"),
-    name: Annotated[Optional[str], typer.Option(help="File stem (default: the dataset's name).")] = None,
-    title: Annotated[Optional[str], typer.Option(help="Heading of the Markdown report.")] = None,
-    with_json: Annotated[bool, typer.Option("--json/--no-json", help="Also copy the run JSON (it holds every query's text).")] = True,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the Markdown, JSON and PNG charts.")] = Path(
+        "eval/reports"
+    ),
+    name: Annotated[str | None, typer.Option(help="File stem (default: the dataset's name).")] = None,
+    title: Annotated[str | None, typer.Option(help="Heading of the Markdown report.")] = None,
+    with_json: Annotated[
+        bool, typer.Option("--json/--no-json", help="Also copy the run JSON (it holds every query's text).")
+    ] = True,
 ) -> None:
     """Write a run report as Markdown tables with PNG charts (metrics with intervals, per-tag breakdown)."""
     with exit_on_error(False):
@@ -171,11 +225,11 @@ def eval_report(
 def eval_record(
     dataset: Annotated[Path, typer.Argument(help="Golden case file (.json) or dataset folder.")],
     out_file: Annotated[Path, typer.Option("--out", help="Fixture file to write.")],
-    corpus: Annotated[Optional[str], typer.Option(help="Corpus file or folder inside the dataset.")] = None,
-    queries: Annotated[Optional[str], typer.Option(help="Queries file inside the dataset.")] = None,
-    qrels: Annotated[Optional[str], typer.Option(help="Judgments file inside the dataset.")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Only cases of this split.")] = None,
-    cache: Annotated[Optional[Path], typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+    corpus: Annotated[str | None, typer.Option(help="Corpus file or folder inside the dataset.")] = None,
+    queries: Annotated[str | None, typer.Option(help="Queries file inside the dataset.")] = None,
+    qrels: Annotated[str | None, typer.Option(help="Judgments file inside the dataset.")] = None,
+    split: Annotated[str | None, typer.Option(help="Only cases of this split.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
 ) -> None:
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
@@ -194,5 +248,7 @@ def eval_record(
             kb.close()
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(json.dumps(fixture, ensure_ascii=False) + "\n", encoding="utf-8")
-        say(f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
-            f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}")
+        say(
+            f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
+            f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}"
+        )

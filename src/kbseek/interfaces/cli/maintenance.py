@@ -12,14 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
-from kbseek.interfaces.cli.common import HELP, JsonFlag, emit, exit_on_error, load_settings, open_owned, owning, \
-    say
+from kbseek.interfaces.cli.common import HELP, JsonFlag, emit, exit_on_error, load_settings, open_owned, owning, say
 
 db_app = typer.Typer(help="Database schema migrations.", **HELP)
 
 
 def doctor(
-    fix: Annotated[bool, typer.Option("--fix", help="Repair what drifted (default: only report, writing nothing).")] = False,
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Repair what drifted (default: only report, writing nothing).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Check the schema, stored originals, indexes and vectors against the database; --fix repairs them.
@@ -41,8 +42,11 @@ def doctor(
 def _print_doctor(result: dict[str, Any], fix: bool) -> None:
     owner = result.get("owner")
     if owner:
-        say(f"checked beside {owner['describe']}, which owns the data home: a write in flight can show as drift for "
-            "a moment", markup=False)
+        say(
+            f"checked beside {owner['describe']}, which owns the data home: a write in flight can show as drift for "
+            "a moment",
+            markup=False,
+        )
     for name, check in result["checks"].items():
         state = {True: "ok ", False: "BAD", None: "-- "}[check["ok"]]
         detail = ", ".join(f"{k}={v}" for k, v in check.items() if k != "ok")
@@ -55,8 +59,10 @@ def _print_doctor(result: dict[str, Any], fix: bool) -> None:
     elif fix:
         verdict = "repaired"
     elif owner and owner["url"]:
-        verdict = (f"drift found: check again, then repair through the server (POST {owner['url']}/api/reindex) "
-                   "or stop it and run 'kbseek doctor --fix'")
+        verdict = (
+            f"drift found: check again, then repair through the server (POST {owner['url']}/api/reindex) "
+            "or stop it and run 'kbseek doctor --fix'"
+        )
     elif owner:
         verdict = f"not everything checked while {owner['describe']} writes: run it again when that is done"
     else:
@@ -69,9 +75,14 @@ def reindex(as_json: JsonFlag = False) -> None:
     from kbseek.maintenance.reindex import reindex as rebuild  # imported here: start-up cost (see common)
 
     with exit_on_error(as_json), owning("reindex") as settings, open_owned(settings) as kb:
-        emit(rebuild(kb), as_json, lambda r: say(
-            f"reindexed {r['documents']} documents, {r['chunks']} chunks, {r['vectors']} vectors in "
-            f"{r['duration_ms']:.0f} ms (repaired: {r['repaired']})"))
+        emit(
+            rebuild(kb),
+            as_json,
+            lambda r: say(
+                f"reindexed {r['documents']} documents, {r['chunks']} chunks, {r['vectors']} vectors in "
+                f"{r['duration_ms']:.0f} ms (repaired: {r['repaired']})"
+            ),
+        )
 
 
 def backup(
@@ -82,8 +93,11 @@ def backup(
     from kbseek.maintenance import backup as backups  # imported here: start-up cost (see common)
 
     with exit_on_error(as_json):
-        emit(backups.backup(load_settings(), out_file), as_json,
-             lambda r: say(f"backed up {r['documents']} documents to {r['file']} ({r['bytes']:,} bytes)"))
+        emit(
+            backups.backup(load_settings(), out_file),
+            as_json,
+            lambda r: say(f"backed up {r['documents']} documents to {r['file']} ({r['bytes']:,} bytes)"),
+        )
 
 
 def restore(
@@ -95,8 +109,11 @@ def restore(
     from kbseek.maintenance import backup as backups  # imported here: start-up cost (see common)
 
     with exit_on_error(as_json), owning("restore") as settings:
-        emit(backups.restore(archive, settings, force=force), as_json,
-             lambda r: say(f"restored {r['documents']} documents (backup of {r['manifest']['created_at']})"))
+        emit(
+            backups.restore(archive, settings, force=force),
+            as_json,
+            lambda r: say(f"restored {r['documents']} documents (backup of {r['manifest']['created_at']})"),
+        )
 
 
 @db_app.command("upgrade")

@@ -27,8 +27,10 @@ def mcp() -> None:
     with exit_on_error(False):  # errors go to stderr as for every verb; stdout carries only the protocol
         with _stdout_to_stderr():
             if load_settings().scan_dirs:
-                err.print("note: kbseek mcp does not sync scan_dirs (it only reads); kbseek serve or kbseek ingest "
-                          "does", highlight=False)
+                err.print(
+                    "note: kbseek mcp does not sync scan_dirs (it only reads); kbseek serve or kbseek ingest does",
+                    highlight=False,
+                )
             kb = open_reading()
     try:
         run_stdio(kb)

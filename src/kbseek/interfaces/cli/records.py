@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -38,7 +38,7 @@ def _records(settings: Settings, *, writable: bool = False) -> Records:
 
 
 def _since(text: str | None) -> dt.datetime | None:
-    return parse_since(text, dt.datetime.now(dt.timezone.utc)) if text else None
+    return parse_since(text, dt.datetime.now(dt.UTC)) if text else None
 
 
 def trace(
@@ -53,19 +53,28 @@ def trace(
 
 
 def _print_trace(data: dict[str, Any]) -> None:
-    say(f"[bold]session {data['session_id']}[/bold]: {len(data['calls'])} call(s), "
-        f"{len(data['documents_seen'])} document(s) seen")
+    say(
+        f"[bold]session {data['session_id']}[/bold]: {len(data['calls'])} call(s), "
+        f"{len(data['documents_seen'])} document(s) seen"
+    )
     for c in data["calls"]:
         state = c["relevance_level"] if c["success"] else f"FAILED: {c['error']}"
-        say(f"{c['call'] or '-':>3}. {c['query'][:70]}  → {state} ({c['evidence_status'] or '-'}, "
-            f"{c['duration_ms']:.0f} ms)", markup=False)
+        say(
+            f"{c['call'] or '-':>3}. {c['query'][:70]}  → {state} ({c['evidence_status'] or '-'}, "
+            f"{c['duration_ms']:.0f} ms)",
+            markup=False,
+        )
         for e in c["evidence"]:
             say(f"       {e['relevance']:<15} {e['path']}  {', '.join(e['anchors'])}", markup=False)
         for d in c["deduplicated"]:
-            say(f"       DEDUPED         {d['path']}#{d['anchor'] or ''} (given in call {d['first_call']})",
-                markup=False)
-    say("documents seen: " + ", ".join(f"{d['path']} (call {d['first_call']})" for d in data["documents_seen"]),
-        markup=False)
+            say(
+                f"       DEDUPED         {d['path']}#{d['anchor'] or ''} (given in call {d['first_call']})",
+                markup=False,
+            )
+    say(
+        "documents seen: " + ", ".join(f"{d['path']} (call {d['first_call']})" for d in data["documents_seen"]),
+        markup=False,
+    )
 
 
 def verify_summary(
@@ -81,9 +90,9 @@ def verify_summary(
 
 
 def audit(
-    path: Annotated[Optional[str], typer.Option(help="Only this document path.")] = None,
-    since: Annotated[Optional[str], typer.Option(help="Only after this: 24h, 7d or an ISO date.")] = None,
-    action: Annotated[Optional[str], typer.Option(help="added | updated | deleted | rejected")] = None,
+    path: Annotated[str | None, typer.Option(help="Only this document path.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only after this: 24h, 7d or an ISO date.")] = None,
+    action: Annotated[str | None, typer.Option(help="added | updated | deleted | rejected")] = None,
     limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
     as_json: JsonFlag = False,
 ) -> None:
@@ -108,9 +117,9 @@ def _print_audit(rows: list[dict[str, Any]]) -> None:
 
 @invocations_app.command("list")
 def invocations_list(
-    session: Annotated[Optional[str], typer.Option(help="Only this session.")] = None,
-    since: Annotated[Optional[str], typer.Option(help="Only after this: 24h, 7d or an ISO date.")] = None,
-    level: Annotated[Optional[str], typer.Option(help="Strongest level: " + " | ".join(LEVELS))] = None,
+    session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only after this: 24h, 7d or an ISO date.")] = None,
+    level: Annotated[str | None, typer.Option(help="Strongest level: " + " | ".join(LEVELS))] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only failed calls.")] = False,
     limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
     as_json: JsonFlag = False,
@@ -120,8 +129,7 @@ def invocations_list(
         if level is not None and level not in LEVELS:
             raise InvalidOption(f"--level {level!r}: one of {', '.join(LEVELS)}")
         with _records(load_settings()) as records:
-            rows = records.invocations(session_id=session, since=_since(since), level=level, failed=failed,
-                                       limit=limit)
+            rows = records.invocations(session_id=session, since=_since(since), level=level, failed=failed, limit=limit)
         emit(rows, as_json, _print_invocations, view=lambda rows: {"invocations": rows})
 
 
@@ -129,16 +137,19 @@ def _print_invocations(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         where = f"{r['session_id']}#{r['call']}" if r["session_id"] else "-"
         state = r["relevance_level"] if r["success"] else f"FAILED {r['error']}"
-        say(f"{r['created_at']:%Y-%m-%d %H:%M:%S} [{r['request_id']}] {where:<16} {r['policy']:<7} "
-            f"{r['duration_ms']:7.1f} ms  {state:<15} {r['query'][:60]}", markup=False)
+        say(
+            f"{r['created_at']:%Y-%m-%d %H:%M:%S} [{r['request_id']}] {where:<16} {r['policy']:<7} "
+            f"{r['duration_ms']:7.1f} ms  {state:<15} {r['query'][:60]}",
+            markup=False,
+        )
     if not rows:
         say("no invocations match")
 
 
 @invocations_app.command("prune")
 def invocations_prune(
-    older_than: Annotated[Optional[str], typer.Option(help="Delete calls older than this: 30d, 12h or a date.")] = None,
-    keep: Annotated[Optional[int], typer.Option(min=0, help="Keep only the newest N calls.")] = None,
+    older_than: Annotated[str | None, typer.Option(help="Delete calls older than this: 30d, 12h or a date.")] = None,
+    keep: Annotated[int | None, typer.Option(min=0, help="Keep only the newest N calls.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Retention: delete old tool invocation records (session dedup state is kept)."""
@@ -157,4 +168,4 @@ def metrics(
 ) -> None:
     """Prometheus metrics (text format) rebuilt from the recorded calls and writes of a period."""
     with exit_on_error(False), _records(load_settings()) as records:
-        sys.stdout.write(records.metrics(parse_since(since, dt.datetime.now(dt.timezone.utc))))
+        sys.stdout.write(records.metrics(parse_since(since, dt.datetime.now(dt.UTC))))

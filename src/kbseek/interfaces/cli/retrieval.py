@@ -5,7 +5,7 @@ Both read beside whoever owns the data home.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -18,9 +18,9 @@ from kbseek.lookup.views import hit_view, search_view
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many chunks.")] = 10,
-    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
-    policy: Annotated[Optional[str], typer.Option(help="hybrid | dense | lexical (default: the setting).")] = None,
-    threshold: Annotated[Optional[float], typer.Option(help="Minimum cosine similarity for the dense lane.")] = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    policy: Annotated[str | None, typer.Option(help="hybrid | dense | lexical (default: the setting).")] = None,
+    threshold: Annotated[float | None, typer.Option(help="Minimum cosine similarity for the dense lane.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Ranked chunks with their document, breadcrumb and scores."""
@@ -40,23 +40,27 @@ def _print_search(result: Any) -> None:
 def _print_hits(hits: Any) -> None:
     for hit in hits:
         c = hit.chunk
-        say(f"[cyan]{hit.rank:>2}[/cyan] {hit.score:7.3f}  [bold]{c.source_path}[/bold]:{c.line_start}-{c.line_end}"
-            f"  [dim]{c.breadcrumb}[/dim]")
+        say(
+            f"[cyan]{hit.rank:>2}[/cyan] {hit.score:7.3f}  [bold]{c.source_path}[/bold]:{c.line_start}-{c.line_end}"
+            f"  [dim]{c.breadcrumb}[/dim]"
+        )
         say("      " + " ".join(c.text.split())[:160])
 
 
 def lookup(
     query: Annotated[str, typer.Argument(help="The agent's question, alert text or error code.")],
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=50, help="At most this many evidence pieces.")] = 5,
-    policy: Annotated[Optional[str], typer.Option(help="hybrid | dense | lexical | legacy (default: the setting).")] = None,
-    category: Annotated[Optional[str], typer.Option(help="Only this category.")] = None,
-    filter_: Annotated[Optional[list[str]], typer.Option("--filter", help="FIELD=VALUE on frontmatter; repeat.")] = None,
-    session: Annotated[Optional[str], typer.Option(help="Session id: evidence given earlier comes back DEDUPED.")] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="hybrid | dense | lexical | legacy (default: the setting).")
+    ] = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    filter_: Annotated[list[str] | None, typer.Option("--filter", help="FIELD=VALUE on frontmatter; repeat.")] = None,
+    session: Annotated[str | None, typer.Option(help="Session id: evidence given earlier comes back DEDUPED.")] = None,
     expand: Annotated[str, typer.Option(help="none | section | neighbors")] = "none",
-    section: Annotated[Optional[str], typer.Option(help="One section: PATH#ANCHOR or '#heading path'.")] = None,
+    section: Annotated[str | None, typer.Option(help="One section: PATH#ANCHOR or '#heading path'.")] = None,
     dedup: Annotated[str, typer.Option(help="section | document")] = "section",
-    budget: Annotated[Optional[int], typer.Option(help="Characters of evidence (default: the setting).")] = None,
-    rewrite: Annotated[Optional[str], typer.Option(help="off | expand | multi (default: the setting).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Characters of evidence (default: the setting).")] = None,
+    rewrite: Annotated[str | None, typer.Option(help="off | expand | multi (default: the setting).")] = None,
     output: Annotated[str, typer.Option("--format", help="text | json | legacy")] = "text",
     explain: Annotated[bool, typer.Option(help="Also show the L0 hint and the fused recall before levels.")] = False,
     as_json: JsonFlag = False,
@@ -66,9 +70,19 @@ def lookup(
     with exit_on_error(fmt != "text"):
         if fmt not in FORMATS:
             raise InvalidRequest(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
-        request = {"query": query, "top_k": top_k, "policy": policy, "category": category, "session_id": session,
-                   "filters": _filters(filter_ or []) or None, "expand": expand, "section": section, "dedup": dedup,
-                   "budget_chars": budget, "rewrite": rewrite}
+        request = {
+            "query": query,
+            "top_k": top_k,
+            "policy": policy,
+            "category": category,
+            "session_id": session,
+            "filters": _filters(filter_ or []) or None,
+            "expand": expand,
+            "section": section,
+            "dedup": dedup,
+            "budget_chars": budget,
+            "rewrite": rewrite,
+        }
         with open_reading() as kb:
             response = kb.lookup_knowledge({k: v for k, v in request.items() if v is not None})
         emit(response, fmt != "text", lambda r: _print_answer(r, explain), view=lambda r: _answer_view(r, fmt, explain))
@@ -108,8 +122,10 @@ def _print_answer(response: Any, explain: bool) -> None:
 
 def _print_hint(response: Any) -> None:
     hint = response.hint
-    say(f"[bold]L0 hint[/bold]: {len(hint.matches)} match(es); keywords: {', '.join(hint.matched_keywords) or '-'};"
-        f" domains: {', '.join(hint.domains) or '-'}; single domain: {hint.single_domain or '-'}")
+    say(
+        f"[bold]L0 hint[/bold]: {len(hint.matches)} match(es); keywords: {', '.join(hint.matched_keywords) or '-'};"
+        f" domains: {', '.join(hint.domains) or '-'}; single domain: {hint.single_domain or '-'}"
+    )
     for m in hint.matches:
         kind = ("exact " if m.exact else "partial ") + m.field
         say(f"   {m.score:5.2f} {kind:16} {m.path}  {', '.join(m.matched_keywords)}")

@@ -20,8 +20,9 @@ from kbseek.maintenance.home import serving
 def serve(
     host: Annotated[str, typer.Option(help="Address to bind; 0.0.0.0 exposes it beyond this machine.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
-    workers_threads: Annotated[int, typer.Option("--threads", min=1, max=256,
-                                                 help="Request threads (lookups run in parallel).")] = 40,
+    workers_threads: Annotated[
+        int, typer.Option("--threads", min=1, max=256, help="Request threads (lookups run in parallel).")
+    ] = 40,
 ) -> None:
     """Serve the knowledge base: REST API (/docs), MCP (/mcp), /health, /ready and /metrics."""
     # Imported here: the web stack loads only for the server (start-up cost, see common)
@@ -36,8 +37,14 @@ def serve(
         lock = serving(settings, f"http://{shown}:{port}" if port else None)
     try:
         application = create_app(settings, bind_host=host)
-        config = uvicorn.Config(application, host=host, port=port, log_level=settings.log_level.lower(),
-                                access_log=False, timeout_graceful_shutdown=10)
+        config = uvicorn.Config(
+            application,
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            timeout_graceful_shutdown=10,
+        )
         server = uvicorn.Server(config)
 
         def stop(_signum: int, _frame: Any) -> None:
@@ -57,10 +64,12 @@ def serve(
                 bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
                 base = f"http://{shown}:{bound}"
                 lock.set_url(base)
-                err.print(f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
-                          f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-                          + f"\n  {application.state.runtime.keys.describe_writes()}",
-                          highlight=False)
+                err.print(
+                    f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
+                    f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
+                    + f"\n  {application.state.runtime.keys.describe_writes()}",
+                    highlight=False,
+                )
             await serving
 
         asyncio.run(main())

@@ -34,8 +34,9 @@ API_VERSION = "1"
 API_ROUTERS = (operations.router, documents.router, retrieval.router, sessions.router)  # in the OpenAPI's order
 
 
-def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = None, mcp: bool = True,
-               bind_host: str | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, kb: KnowledgeBase | None = None, mcp: bool = True, bind_host: str | None = None
+) -> FastAPI:
     """The API over ``settings`` (or over an already open ``kb``, e.g. in tests); ``/mcp`` when ``mcp``.
     ``bind_host``: the address served (``kbseek serve --host``), a host name the server then answers to."""
     settings = settings or (kb.settings if kb is not None else Settings())
@@ -65,21 +66,34 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
             opener.join(timeout=60)
         runtime.close()
 
-    app = FastAPI(title="kbseek", version=API_VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Knowledge retrieval for AIOps agents: documents, lookup_knowledge, traces, metrics.")
+    app = FastAPI(
+        title="kbseek",
+        version=API_VERSION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Knowledge retrieval for AIOps agents: documents, lookup_knowledge, traces, metrics.",
+    )
     app.state.runtime = runtime
-    routes = [r for router in (*API_ROUTERS, docs.router, console.router) for r in router.routes
-              if isinstance(r, APIRoute)]
+    routes = [
+        r for router in (*API_ROUTERS, docs.router, console.router) for r in router.routes if isinstance(r, APIRoute)
+    ]
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
-    app.add_middleware(RequestGuard, keys=runtime.keys, hosts=HostNames(settings.allowed_hosts, bind_host=bind_host),
-                       allowed_origins=settings.allowed_origins, access_of=lambda scope: access_of(routes, scope))
+    app.add_middleware(
+        RequestGuard,
+        keys=runtime.keys,
+        hosts=HostNames(settings.allowed_hosts, bind_host=bind_host),
+        allowed_origins=settings.allowed_origins,
+        access_of=lambda scope: access_of(routes, scope),
+    )
     api_errors.install(app)
     for router in API_ROUTERS:
         app.include_router(router)
     if mcp_app is not None:  # served at /mcp exactly (no redirect to /mcp/, which some clients do not follow)
         endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp").endpoint
-        app.router.routes.append(Route("/mcp", endpoint=McpGuard(endpoint, settings, runtime.keys),
-                                       include_in_schema=False))
+        app.router.routes.append(
+            Route("/mcp", endpoint=McpGuard(endpoint, settings, runtime.keys), include_in_schema=False)
+        )
     app.include_router(docs.router)
     docs.declare_bearer_key(app)
     app.include_router(console.router)

@@ -33,7 +33,8 @@ from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
 
 from kbseek.core.modes import POLICIES, RECALL_POLICIES
-from kbseek.evaluation.cases import CaseFile, add_case as append_case, case_from_lookup, load_cases, read_cases
+from kbseek.evaluation.cases import CaseFile, case_from_lookup, load_cases, read_cases
+from kbseek.evaluation.cases import add_case as append_case
 from kbseek.evaluation.report import write_report
 from kbseek.evaluation.runner import metric_names, report, run_policy
 from kbseek.interfaces.http.deps import AppSettings, Kb, Read, Write
@@ -41,14 +42,30 @@ from kbseek.interfaces.http.guard import ApiError
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 EVAL_POLICIES = (*POLICIES, *(f"answer:{p}" for p in RECALL_POLICIES))
-CASE_TAGS = ("exact-term", "paraphrase", "mixed-language", "english", "multi-doc", "alert-line", "no-answer", "section",
-             "multi-part", "purpose", "near-topic")
+CASE_TAGS = (
+    "exact-term",
+    "paraphrase",
+    "mixed-language",
+    "english",
+    "multi-doc",
+    "alert-line",
+    "no-answer",
+    "section",
+    "multi-part",
+    "purpose",
+    "near-topic",
+)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # The console renders documents people upload: nothing but its own files may run or load
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
-       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                    "Referrer-Policy": "no-referrer"}
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 # -- request bodies -----------------------------------------------------------------------------
@@ -86,10 +103,12 @@ class NewRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policies: list[Literal[EVAL_POLICIES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["hybrid", "answer:hybrid"], min_length=1, max_length=len(EVAL_POLICIES))
+        default_factory=lambda: ["hybrid", "answer:hybrid"], min_length=1, max_length=len(EVAL_POLICIES)
+    )
     split: Literal["dev", "test"] | None = None
-    k: list[Annotated[int, Field(ge=1, le=100)]] = Field(default_factory=lambda: [1, 3, 5, 10], min_length=1,
-                                                         max_length=6, description="Cut-offs of the metrics")
+    k: list[Annotated[int, Field(ge=1, le=100)]] = Field(
+        default_factory=lambda: [1, 3, 5, 10], min_length=1, max_length=6, description="Cut-offs of the metrics"
+    )
     depth: int = Field(100, ge=10, le=100)
     save: bool = Field(True, description="Write the report (Markdown, JSON, charts) into the reports folder")
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
@@ -101,8 +120,12 @@ class NewRun(BaseModel):
 def _inside(folder: Path, name: str) -> Path:
     """``folder/name`` for a bare, safe file name that resolves inside ``folder``; ApiError otherwise."""
     if not SAFE_NAME.match(name) or ".." in name:
-        raise ApiError(400, "unsafe_path", f"{name[:80]!r} is not a report or chart name",
-                       hint="names are letters, digits, '.', '_' and '-', without '..'")
+        raise ApiError(
+            400,
+            "unsafe_path",
+            f"{name[:80]!r} is not a report or chart name",
+            hint="names are letters, digits, '.', '_' and '-', without '..'",
+        )
     path = (folder / name).resolve()
     if path.parent != folder.resolve():
         raise ApiError(400, "unsafe_path", f"{name!r} is outside the reports folder")
@@ -130,18 +153,23 @@ def report_list(folder: Path) -> list[dict[str, Any]]:
         except (OSError, UnicodeDecodeError):
             continue
         info = path.stat()
-        found.append({"name": name, "title": _title(head, name), "bytes": info.st_size,
-                      "modified": dt.datetime.fromtimestamp(info.st_mtime, dt.timezone.utc).isoformat(),
-                      "charts": sorted(p.name for p in folder.glob(f"{name}-*.png") if SAFE_NAME.match(p.name)),
-                      "json": (folder / f"{name}.json").is_file()})
+        found.append(
+            {
+                "name": name,
+                "title": _title(head, name),
+                "bytes": info.st_size,
+                "modified": dt.datetime.fromtimestamp(info.st_mtime, dt.UTC).isoformat(),
+                "charts": sorted(p.name for p in folder.glob(f"{name}-*.png") if SAFE_NAME.match(p.name)),
+                "json": (folder / f"{name}.json").is_file(),
+            }
+        )
     return sorted(found, key=lambda r: (r["modified"], r["name"]), reverse=True)
 
 
 def _new_case_file(path: Path, knowledge_base: Path, case: Any) -> None:
     """A case file holding ``case``, its ``knowledge_base`` (the stored originals) relative to it."""
     folder = os.path.relpath(knowledge_base, path.parent)
-    cases = CaseFile(knowledge_base=folder, description="Golden cases saved from the kbseek web console.",
-                     cases=[case])
+    cases = CaseFile(knowledge_base=folder, description="Golden cases saved from the kbseek web console.", cases=[case])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(cases.model_dump(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -151,10 +179,18 @@ def _new_case_file(path: Path, knowledge_base: Path, case: Any) -> None:
 def run_summary(report: dict[str, Any]) -> dict[str, Any]:
     """An evaluation report's means per metric and run (what the console shows; the full report is saved)."""
     return {
-        "dataset": report["dataset"], "config": report["config"],
-        "runs": [{"name": r["name"], "policy": r["policy"], "seconds": r["seconds"],
-                  "metrics": {name: m["mean"] for name, m in r["metrics"].items()},
-                  "no_answer": r["no_answer"]} for r in report["runs"]],
+        "dataset": report["dataset"],
+        "config": report["config"],
+        "runs": [
+            {
+                "name": r["name"],
+                "policy": r["policy"],
+                "seconds": r["seconds"],
+                "metrics": {name: m["mean"] for name, m in r["metrics"].items()},
+                "no_answer": r["no_answer"],
+            }
+            for r in report["runs"]
+        ],
     }
 
 
@@ -186,17 +222,30 @@ def list_cases(_: Read, settings: AppSettings) -> dict[str, Any]:
     if not path.exists():
         return {"file": path.name, "exists": False, "count": 0, "cases": []}
     cases = read_cases(path)
-    return {"file": path.name, "exists": True, "count": len(cases.cases), "description": cases.description,
-            "knowledge_base": cases.knowledge_base, "cases": [c.model_dump() for c in cases.cases]}
+    return {
+        "file": path.name,
+        "exists": True,
+        "count": len(cases.cases),
+        "description": cases.description,
+        "knowledge_base": cases.knowledge_base,
+        "cases": [c.model_dump() for c in cases.cases],
+    }
 
 
-@router.post("/api/eval/cases", status_code=201,
-             summary="Save a lookup's query and its chosen evidence as a golden case")
+@router.post(
+    "/api/eval/cases", status_code=201, summary="Save a lookup's query and its chosen evidence as a golden case"
+)
 def add_case(_: Write, settings: AppSettings, new: Annotated[NewCase, Body()]) -> dict[str, Any]:
     path = settings.golden_cases_path
     try:
-        case = case_from_lookup(new.lookup.model_dump(), case_id=new.id, pieces=new.pieces, split=new.split,
-                                tags=list(new.tags), notes=new.notes)
+        case = case_from_lookup(
+            new.lookup.model_dump(),
+            case_id=new.id,
+            pieces=new.pieces,
+            split=new.split,
+            tags=list(new.tags),
+            notes=new.notes,
+        )
         case.check()
     except (ValidationError, ValueError) as exc:  # a pydantic ValidationError is a ValueError too
         problems = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
@@ -207,8 +256,9 @@ def add_case(_: Write, settings: AppSettings, new: Annotated[NewCase, Body()]) -
             _new_case_file(path, settings.knowledge_base_dir, case)
         else:
             if any(c.id == case.id for c in read_cases(path).cases):
-                raise ApiError(409, "case_exists", f"case id {case.id!r} exists already in {path.name}",
-                               hint="choose another id")
+                raise ApiError(
+                    409, "case_exists", f"case id {case.id!r} exists already in {path.name}", hint="choose another id"
+                )
             append_case(path, case)
         count = len(read_cases(path).cases)
     return {"case": case.model_dump(), "file": path.name, "created": created, "count": count}
@@ -242,27 +292,39 @@ def report_chart(_: Read, settings: AppSettings, name: str, file: str) -> FileRe
 def run_cases(_: Write, kb: Kb, settings: AppSettings, new: Annotated[NewRun, Body()] = NewRun()) -> JSONResponse:
     path = settings.golden_cases_path
     if not path.exists():
-        raise ApiError(404, "not_found", f"no golden cases yet ({path.name})",
-                       hint="save a case from the retrieval test first")
+        raise ApiError(
+            404, "not_found", f"no golden cases yet ({path.name})", hint="save a case from the retrieval test first"
+        )
     if not _eval_lock.acquire(blocking=False):
         raise ApiError(409, "evaluation_running", "an evaluation is running already", hint="try again when it ends")
     try:
         dataset = load_cases(path, split=new.split)
         ks = tuple(sorted(set(new.k)))
         started = time.perf_counter()
-        runs = [run_policy(kb, dataset, policy=p, depth=new.depth, names=metric_names(ks), name=p, overrides={})
-                for p in dict.fromkeys(new.policies)]
-        result = report(dataset, runs, ks=ks, depth=new.depth, base=kb.settings,
-                        timings={"run": round(time.perf_counter() - started, 3)})
+        runs = [
+            run_policy(kb, dataset, policy=p, depth=new.depth, names=metric_names(ks), name=p, overrides={})
+            for p in dict.fromkeys(new.policies)
+        ]
+        result = report(
+            dataset,
+            runs,
+            ks=ks,
+            depth=new.depth,
+            base=kb.settings,
+            timings={"run": round(time.perf_counter() - started, 3)},
+        )
         saved = None
         if new.save:
-            stem = new.name or "console-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            stem = new.name or "console-" + dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
             write_report(result, settings.reports_path, stem, title=f"Live evaluation: {path.name} on this server")
             saved = next((r for r in report_list(settings.reports_path) if r["name"] == stem), None)
     finally:
         _eval_lock.release()
-    body = run_summary(result) | {"seconds": result["timings_s"]["run"], "unanswerable": len(dataset.unanswerable),
-                                  "report": saved}
+    body = run_summary(result) | {
+        "seconds": result["timings_s"]["run"],
+        "unanswerable": len(dataset.unanswerable),
+        "report": saved,
+    }
     return JSONResponse(body, status_code=201 if saved else 200)
 
 

@@ -63,9 +63,12 @@ class Runtime:
     @property
     def kb(self) -> KnowledgeBase:
         if self._kb is None:
-            raise ApiError(503, "starting" if self.error is None else "unavailable",
-                           self.error or "the knowledge base is still loading",
-                           hint="see GET /ready" + ("" if self.error is None else " and the server log"))
+            raise ApiError(
+                503,
+                "starting" if self.error is None else "unavailable",
+                self.error or "the knowledge base is still loading",
+                hint="see GET /ready" + ("" if self.error is None else " and the server log"),
+            )
         return self._kb
 
     def close(self) -> None:

@@ -56,9 +56,13 @@ def declare_bearer_key(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = plain()
             schema.setdefault("components", {})["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "KBSEEK_API_KEY for writes; KBSEEK_READ_API_KEY (or the write key) for "
-                                          "reads when it is set"}}
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "KBSEEK_API_KEY for writes; KBSEEK_READ_API_KEY (or the write key) for "
+                    "reads when it is set",
+                }
+            }
             schema["security"] = [{}, {"bearer": []}]  # a key is optional until the server sets one
             app.openapi_schema = schema
         return app.openapi_schema

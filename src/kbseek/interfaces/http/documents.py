@@ -23,17 +23,22 @@ from kbseek.service import KnowledgeBase
 router = APIRouter(tags=["documents"])
 
 
-@router.post("/api/documents", status_code=201,
-             summary="Upload one or many Markdown documents (multipart field 'files')",
-             description="Each file gets its report. 201: all stored; 200: nothing new (all unchanged); 207: some "
-                         "stored, some failed (see each report's status); when every file failed, the error of "
-                         "their shared code (e.g. 413) or 422, and for several files their reports under "
-                         "'documents'.",
-             responses={207: {"description": "Some files stored, some failed"},
-                        422: {"description": "No file stored"}})
-def upload(principal: Write, kb: Kb, files: Annotated[list[UploadFile], File(description="Markdown files")],
-           category: Annotated[str | None, Form(description="Category (folder); default: frontmatter")] = None
-           ) -> JSONResponse:
+@router.post(
+    "/api/documents",
+    status_code=201,
+    summary="Upload one or many Markdown documents (multipart field 'files')",
+    description="Each file gets its report. 201: all stored; 200: nothing new (all unchanged); 207: some "
+    "stored, some failed (see each report's status); when every file failed, the error of "
+    "their shared code (e.g. 413) or 422, and for several files their reports under "
+    "'documents'.",
+    responses={207: {"description": "Some files stored, some failed"}, 422: {"description": "No file stored"}},
+)
+def upload(
+    principal: Write,
+    kb: Kb,
+    files: Annotated[list[UploadFile], File(description="Markdown files")],
+    category: Annotated[str | None, Form(description="Category (folder); default: frontmatter")] = None,
+) -> JSONResponse:
     reports = []
     with actor_scope("api", principal.key_id):
         for sent in files:
@@ -45,24 +50,33 @@ def upload(principal: Write, kb: Kb, files: Annotated[list[UploadFile], File(des
         code = codes.pop() if len(codes) == 1 else "documents_failed"
         if len(failed) == 1:  # one file: its error, as for any request
             raise ApiError(http_status(code), code, failed[0]["reason"])
-        body = error_body(code, f"none of the {len(failed)} files was stored",
-                          "each file's report is under 'documents'") | {"documents": reports}
+        body = error_body(
+            code, f"none of the {len(failed)} files was stored", "each file's report is under 'documents'"
+        ) | {"documents": reports}
         return JSONResponse(body, status_code=http_status(code))
     stored = any(r["status"] in ("added", "updated") for r in reports)
     return JSONResponse({"documents": reports}, status_code=207 if failed else 201 if stored else 200)
 
 
 @router.get("/api/documents", summary="List documents, filtered and paginated")
-def list_documents(_: Read, kb: Kb, category: str | None = None,
-                   q: Annotated[str | None, Query(max_length=200, description="In path or title")] = None,
-                   limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-                   offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
+def list_documents(
+    _: Read,
+    kb: Kb,
+    category: str | None = None,
+    q: Annotated[str | None, Query(max_length=200, description="In path or title")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
     docs = kb.list_documents(category=category)
     if q:
         needle = q.casefold()
         docs = [d for d in docs if needle in d.path.casefold() or needle in (d.title or "").casefold()]
-    return {"total": len(docs), "limit": limit, "offset": offset,
-            "documents": [document_view(d) for d in docs[offset: offset + limit]]}
+    return {
+        "total": len(docs),
+        "limit": limit,
+        "offset": offset,
+        "documents": [document_view(d) for d in docs[offset : offset + limit]],
+    }
 
 
 @router.get("/api/documents/{path:path}", summary="One document: metadata, warnings, chunks")
@@ -71,22 +85,32 @@ def get_document(_: Read, kb: Kb, path: str) -> dict[str, Any]:
     return document_view(doc, with_chunks=True) | {"vectors": kb.vector_status(doc.id)}
 
 
-@router.put("/api/documents/{path:path}", summary="Replace a document's content",
-            description="The new Markdown in the multipart field 'files' (as for uploads) or 'file'; one file.")
-def replace_document(principal: Write, kb: Kb, path: str,
-                     files: Annotated[list[UploadFile] | None, File(description="The new Markdown (one file)")]
-                     = None,
-                     file: Annotated[UploadFile | None, File(description="The same, under its older name")]
-                     = None) -> dict[str, Any]:
+@router.put(
+    "/api/documents/{path:path}",
+    summary="Replace a document's content",
+    description="The new Markdown in the multipart field 'files' (as for uploads) or 'file'; one file.",
+)
+def replace_document(
+    principal: Write,
+    kb: Kb,
+    path: str,
+    files: Annotated[list[UploadFile] | None, File(description="The new Markdown (one file)")] = None,
+    file: Annotated[UploadFile | None, File(description="The same, under its older name")] = None,
+) -> dict[str, Any]:
     given = [*(files or []), *([file] if file is not None else [])]
     if len(given) != 1:
-        raise ApiError(422, "invalid_request", f"files: send exactly one file, not {len(given)}",
-                       hint="multipart field 'files' (or 'file') with the new Markdown")
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"files: send exactly one file, not {len(given)}",
+            hint="multipart field 'files' (or 'file') with the new Markdown",
+        )
     with actor_scope("api", principal.key_id):
         report = _shown(kb, kb.replace(path, given[0].file.read()).to_dict())
     if report["status"] == "failed":
-        raise ApiError(http_status(report["error_code"]), report["error_code"] or "document_error",
-                       report["reason"] or "failed")
+        raise ApiError(
+            http_status(report["error_code"]), report["error_code"] or "document_error", report["reason"] or "failed"
+        )
     return report
 
 

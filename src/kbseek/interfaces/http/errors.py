@@ -40,13 +40,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(KbseekError)
     async def kbseek_error(_: Request, exc: KbseekError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, clean(exc.code, exc.message), edge_hint(exc.hint, "rest")),
-                            status_code=status_of(exc))
+        return JSONResponse(
+            error_body(exc.code, clean(exc.code, exc.message), edge_hint(exc.hint, "rest")), status_code=status_of(exc)
+        )
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:  # raised by the edge itself: already clean
-        return JSONResponse(error_body(exc.code, exc.message, edge_hint(exc.hint, "rest")),
-                            status_code=exc.status, headers=exc.headers)
+        return JSONResponse(
+            error_body(exc.code, exc.message, edge_hint(exc.hint, "rest")), status_code=exc.status, headers=exc.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -60,12 +62,18 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(SQLAlchemyError)
     async def database_down(_: Request, exc: SQLAlchemyError) -> JSONResponse:
         log.warning("database unavailable: %s", redact(str(exc)))
-        return JSONResponse(error_body("database_unavailable", "the database is unavailable; retry shortly (details "
-                                       f"in the server log, request {current_request_id()})", "see GET /ready"),
-                            status_code=503, headers={"Retry-After": "5"})
+        return JSONResponse(
+            error_body(
+                "database_unavailable",
+                "the database is unavailable; retry shortly (details "
+                f"in the server log, request {current_request_id()})",
+                "see GET /ready",
+            ),
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
-

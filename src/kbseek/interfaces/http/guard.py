@@ -29,8 +29,9 @@ JSONRPC_UNAUTHORIZED, JSONRPC_INVALID_REQUEST = -32001, -32600
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, hint: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, hint: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.hint, self.headers = status, code, message, hint, headers
 
@@ -47,8 +48,11 @@ def jsonrpc_error(error: ApiError) -> dict[str, Any]:
     """
     code = JSONRPC_UNAUTHORIZED if error.status in (401, 403) else JSONRPC_INVALID_REQUEST
     message = error.message + (f" (hint: {error.hint})" if error.hint else "")
-    return {"jsonrpc": "2.0", "id": None,
-            "error": {"code": code, "message": message, "data": {"code": error.code, "hint": error.hint}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": code, "message": message, "data": {"code": error.code, "hint": error.hint}},
+    }
 
 
 def status_of(exc: KbseekError) -> int:
@@ -123,23 +127,40 @@ class Keys:
     def check(self, authorizations: list[str], *, write: bool) -> Principal:
         """The caller's principal from its ``Authorization`` header values (one at most)."""
         if len(authorizations) > 1:
-            raise ApiError(400, "duplicate_header", f"the request has {len(authorizations)} Authorization headers",
-                           hint="send one 'Authorization: Bearer <key>'")
+            raise ApiError(
+                400,
+                "duplicate_header",
+                f"the request has {len(authorizations)} Authorization headers",
+                hint="send one 'Authorization: Bearer <key>'",
+            )
         if write and self.writes_closed:
-            raise ApiError(403, "writes_disabled", "writes over the API are closed on this server: it has a read "
-                           "key (KBSEEK_READ_API_KEY) and no write key", hint="set KBSEEK_API_KEY to allow writes")
+            raise ApiError(
+                403,
+                "writes_disabled",
+                "writes over the API are closed on this server: it has a read "
+                "key (KBSEEK_READ_API_KEY) and no write key",
+                hint="set KBSEEK_API_KEY to allow writes",
+            )
         needed = [self.write_key] if write else [k for k in (self.read_key, self.write_key) if k]
         token = _bearer(authorizations[0] if authorizations else None)
         if not (self.write_key if write else self.read_key):
             # an open endpoint still attributes a valid key to its owner
             return Principal(self.key_id(token) if token and _matches(token, needed) else None)
         if token is None:
-            raise ApiError(401, "unauthorized", "this endpoint needs 'Authorization: Bearer <key>'",
-                           hint="the write key (KBSEEK_API_KEY)" if write else "the read or the write key",
-                           headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "unauthorized",
+                "this endpoint needs 'Authorization: Bearer <key>'",
+                hint="the write key (KBSEEK_API_KEY)" if write else "the read or the write key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         if not _matches(token, needed):
-            raise ApiError(403, "forbidden", "the key is not valid for this endpoint",
-                           hint="writes need the write key" if write else None)
+            raise ApiError(
+                403,
+                "forbidden",
+                "the key is not valid for this endpoint",
+                hint="writes need the write key" if write else None,
+            )
         return Principal(self.key_id(token))
 
     def describe_writes(self) -> str:

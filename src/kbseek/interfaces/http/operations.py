@@ -23,9 +23,16 @@ def ready(runtime: CurrentRuntime) -> JSONResponse:
     if kb is None:
         return JSONResponse({"ready": False, "reason": runtime.reason or "starting", "checks": {}}, status_code=503)
     state = kb.readiness()
-    return JSONResponse({"ready": state["ready"], "degraded": state["degraded"], "ready_after_s": runtime.ready_after_s,
-                         "checks": state["checks"], "repaired_at_start": state["repaired_at_start"]},
-                        status_code=200 if state["ready"] else 503)
+    return JSONResponse(
+        {
+            "ready": state["ready"],
+            "degraded": state["degraded"],
+            "ready_after_s": runtime.ready_after_s,
+            "checks": state["checks"],
+            "repaired_at_start": state["repaired_at_start"],
+        },
+        status_code=200 if state["ready"] else 503,
+    )
 
 
 @router.get("/metrics", summary="Prometheus metrics")

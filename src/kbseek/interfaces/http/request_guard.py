@@ -109,8 +109,9 @@ def _content_type(headers: dict[str, str]) -> str:
 
 
 def _is_json(content_type: str) -> bool:
-    return content_type == "application/json" or content_type.startswith("application/") and \
-        content_type.endswith("+json")
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
 
 
 def _has_body(headers: dict[str, str]) -> bool:
@@ -122,8 +123,16 @@ AccessOf = Callable[[dict[str, Any]], str]  # "read" | "write": what a state-cha
 
 
 class RequestGuard:
-    def __init__(self, app: Any, *, keys: Keys, hosts: HostNames, allowed_origins: Sequence[str],
-                 access_of: AccessOf, mcp_path: str = "/mcp") -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        keys: Keys,
+        hosts: HostNames,
+        allowed_origins: Sequence[str],
+        access_of: AccessOf,
+        mcp_path: str = "/mcp",
+    ) -> None:
         self.app, self.keys, self.hosts, self.access_of = app, keys, hosts, access_of
         self.allowed_origins, self.mcp_path = list(allowed_origins), mcp_path
 
@@ -139,8 +148,10 @@ class RequestGuard:
                 nonlocal started
                 if message["type"] == "http.response.start":
                     started = True
-                    message = {**message, "headers": [*message.get("headers", []),
-                                                      (b"x-request-id", request_id.encode())]}
+                    message = {
+                        **message,
+                        "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())],
+                    }
                 await send(message)
 
             try:
@@ -154,48 +165,81 @@ class RequestGuard:
                 log.error("unexpected error: %s", redact("".join(traceback.format_exception(exc))))
                 if started:
                     raise  # a response half sent: the server cuts the connection
-                await send_error(send_with_id, ApiError(500, "internal_error", "the server failed unexpectedly "
-                                                        f"(details in the server log, request {request_id})"),
-                                 jsonrpc=jsonrpc)
+                await send_error(
+                    send_with_id,
+                    ApiError(
+                        500,
+                        "internal_error",
+                        f"the server failed unexpectedly (details in the server log, request {request_id})",
+                    ),
+                    jsonrpc=jsonrpc,
+                )
 
     def check(self, scope: dict[str, Any]) -> None:
         """Raise the ``ApiError`` that refuses this request, if one does."""
         raw = scope["headers"]
         authorizations = [v.decode("latin-1") for k, v in raw if k == b"authorization"]
         if len(authorizations) > 1:
-            raise ApiError(400, "duplicate_header", f"the request has {len(authorizations)} Authorization headers",
-                           hint="send one 'Authorization: Bearer <key>'")
+            raise ApiError(
+                400,
+                "duplicate_header",
+                f"the request has {len(authorizations)} Authorization headers",
+                hint="send one 'Authorization: Bearer <key>'",
+            )
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
         host = headers.get("host")
         if host is not None and not self.hosts.allows(host):
-            raise ApiError(421, "host_not_allowed", f"this server does not answer to the host name {host[:100]!r}",
-                           hint="use its address or a name in KBSEEK_ALLOWED_HOSTS (a guard against DNS rebinding)")
+            raise ApiError(
+                421,
+                "host_not_allowed",
+                f"this server does not answer to the host name {host[:100]!r}",
+                hint="use its address or a name in KBSEEK_ALLOWED_HOSTS (a guard against DNS rebinding)",
+            )
         if scope["method"] in SAFE_METHODS or scope["path"] == self.mcp_path:
             return
         self._check_origin(headers, host)
         content_type = _content_type(headers)
         if _has_body(headers) and not (_is_json(content_type) or content_type == "multipart/form-data"):
-            raise ApiError(415, "unsupported_media_type",
-                           f"a body of type {content_type or 'unspecified'!r} is not accepted here",
-                           hint="send JSON with 'Content-Type: application/json', or files as multipart/form-data")
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                f"a body of type {content_type or 'unspecified'!r} is not accepted here",
+                hint="send JSON with 'Content-Type: application/json', or files as multipart/form-data",
+            )
         self.keys.check(authorizations, write=self.access_of(scope) == "write")
 
     def _check_origin(self, headers: dict[str, str], host: str | None) -> None:
         origin = headers.get("origin")
         if origin is None:
             if headers.get("sec-fetch-site", "").lower() in ("cross-site", "same-site"):
-                raise ApiError(403, "forbidden_origin", "a page on another site may not change this server",
-                               hint="set KBSEEK_ALLOWED_ORIGINS to accept a browser origin")
+                raise ApiError(
+                    403,
+                    "forbidden_origin",
+                    "a page on another site may not change this server",
+                    hint="set KBSEEK_ALLOWED_ORIGINS to accept a browser origin",
+                )
             return
         if not origin_allowed(origin, host=host, allowed_origins=self.allowed_origins):
-            raise ApiError(403, "forbidden_origin", f"origin {origin[:100]!r} may not change this server",
-                           hint="set KBSEEK_ALLOWED_ORIGINS to accept a browser origin")
+            raise ApiError(
+                403,
+                "forbidden_origin",
+                f"origin {origin[:100]!r} may not change this server",
+                hint="set KBSEEK_ALLOWED_ORIGINS to accept a browser origin",
+            )
         same_origin = urlsplit(origin).netloc == host
-        if not same_origin and not _is_json(_content_type(headers)) and "authorization" not in headers \
-                and CLIENT_HEADER not in headers:
-            raise ApiError(403, "simple_request", f"a write from origin {origin[:100]!r} without a JSON body needs "
-                           f"the header 'X-Kbseek-Client' or 'Authorization'",
-                           hint="a page on another origin may write only with a request a browser preflights")
+        if (
+            not same_origin
+            and not _is_json(_content_type(headers))
+            and "authorization" not in headers
+            and CLIENT_HEADER not in headers
+        ):
+            raise ApiError(
+                403,
+                "simple_request",
+                f"a write from origin {origin[:100]!r} without a JSON body needs "
+                f"the header 'X-Kbseek-Client' or 'Authorization'",
+                hint="a page on another origin may write only with a request a browser preflights",
+            )
 
 
 class McpGuard:
@@ -213,14 +257,21 @@ class McpGuard:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             origin = headers.get("origin")
             try:
-                if origin and not origin_allowed(origin, host=headers.get("host"),
-                                                 allowed_origins=self.settings.allowed_origins):
+                if origin and not origin_allowed(
+                    origin, host=headers.get("host"), allowed_origins=self.settings.allowed_origins
+                ):
                     raise ApiError(403, "forbidden_origin", f"origin {origin[:100]!r} may not use /mcp")
-                self.keys.check([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
-                                write=False)
+                self.keys.check(
+                    [v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"], write=False
+                )
                 if scope["method"] == "GET":
-                    raise ApiError(405, "method_not_allowed", "this MCP server is stateless: it opens no stream "
-                                   "for server messages", hint="POST JSON-RPC requests", headers={"Allow": "POST"})
+                    raise ApiError(
+                        405,
+                        "method_not_allowed",
+                        "this MCP server is stateless: it opens no stream for server messages",
+                        hint="POST JSON-RPC requests",
+                        headers={"Allow": "POST"},
+                    )
             except ApiError as refusal:
                 await send_error(send, refusal, jsonrpc=True)
                 return
@@ -250,8 +301,12 @@ class BodyLimit:
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await send_error(send, ApiError(413, "too_large", f"the request body is {int(length):,} bytes, over the "
-                                                              f"limit of {self.max_bytes:,}"))
+            await send_error(
+                send,
+                ApiError(
+                    413, "too_large", f"the request body is {int(length):,} bytes, over the limit of {self.max_bytes:,}"
+                ),
+            )
             return
         seen = 0
         started = refused = False
@@ -266,8 +321,12 @@ class BodyLimit:
                 if seen > self.max_bytes:
                     refused = True
                     if not started:
-                        await send_error(send, ApiError(413, "too_large", f"the request body is over the limit of "
-                                                                          f"{self.max_bytes:,} bytes"))
+                        await send_error(
+                            send,
+                            ApiError(
+                                413, "too_large", f"the request body is over the limit of {self.max_bytes:,} bytes"
+                            ),
+                        )
                     raise _TooLarge()
             return message
 

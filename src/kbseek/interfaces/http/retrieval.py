@@ -19,18 +19,26 @@ EXPLAIN_LIMIT = 20  # candidates per lane, and places of the fused ranking, in a
 
 
 @router.get("/api/search/similar", summary="Ranked chunks with their lane scores")
-def search(_: Read, kb: Kb, query: Annotated[str, Query(min_length=1, max_length=2000)],
-           top_k: Annotated[int, Query(ge=1, le=100)] = 10, category: str | None = None,
-           policy: RecallPolicy | None = None,
-           threshold: Annotated[float | None, Query(ge=-1, le=1)] = None) -> dict[str, Any]:
+def search(
+    _: Read,
+    kb: Kb,
+    query: Annotated[str, Query(min_length=1, max_length=2000)],
+    top_k: Annotated[int, Query(ge=1, le=100)] = 10,
+    category: str | None = None,
+    policy: RecallPolicy | None = None,
+    threshold: Annotated[float | None, Query(ge=-1, le=1)] = None,
+) -> dict[str, Any]:
     return search_view(kb.search(query, top_k=top_k, category=category, policy=policy, threshold=threshold))
 
 
 @router.post("/api/lookup", summary="lookup_knowledge: levelled, deduplicated evidence")
-async def lookup(_: Read, kb: Kb, request: Request,
-                 format: Annotated[str, Query(pattern="^(json|text|legacy)$")] = "json",
-                 explain: Annotated[bool, Query(description="json: add each lane's candidates and the fused "
-                                                            "ranking")] = False) -> Response:
+async def lookup(
+    _: Read,
+    kb: Kb,
+    request: Request,
+    format: Annotated[str, Query(pattern="^(json|text|legacy)$")] = "json",
+    explain: Annotated[bool, Query(description="json: add each lane's candidates and the fused ranking")] = False,
+) -> Response:
     try:
         body = await request.json()
     except ValueError:
@@ -62,8 +70,9 @@ def explain_view(response: Any, *, limit: int = EXPLAIN_LIMIT) -> dict[str, Any]
     >>> view["lanes"]["bm25"][0]["rank"], view["fused"][0]["lanes"], view["fused"][0]["relevance"]
     (2, {'bm25': 2}, 'PRECISE')
     """
-    levels = {cid: piece.level for entry in response.answer.documents for piece in entry.pieces
-              for cid in piece.chunk_ids}
+    levels = {
+        cid: piece.level for entry in response.answer.documents for piece in entry.pieces for cid in piece.chunk_ids
+    }
     lanes: dict[str, list[dict[str, Any]]] = {}
     for hit in response.ranked:
         for name, lane in hit.lanes.items():
@@ -71,12 +80,24 @@ def explain_view(response: Any, *, limit: int = EXPLAIN_LIMIT) -> dict[str, Any]
     return {
         "candidates": len(response.ranked),
         "lanes": {name: sorted(rows, key=lambda r: r["rank"])[:limit] for name, rows in sorted(lanes.items())},
-        "fused": [{"rank": hit.rank, **_chunk_ref(hit.chunk), "score": round(hit.score, 6),
-                   "lanes": {name: lane.rank for name, lane in hit.lanes.items()},
-                   "relevance": levels.get(hit.chunk.id)} for hit in response.ranked[:limit]],
+        "fused": [
+            {
+                "rank": hit.rank,
+                **_chunk_ref(hit.chunk),
+                "score": round(hit.score, 6),
+                "lanes": {name: lane.rank for name, lane in hit.lanes.items()},
+                "relevance": levels.get(hit.chunk.id),
+            }
+            for hit in response.ranked[:limit]
+        ],
     }
 
 
 def _chunk_ref(chunk: Any) -> dict[str, Any]:
-    return {"chunk_id": chunk.id, "path": chunk.source_path, "breadcrumb": chunk.breadcrumb,
-            "heading_path": list(chunk.heading_path), "anchor": chunk.anchor}
+    return {
+        "chunk_id": chunk.id,
+        "path": chunk.source_path,
+        "breadcrumb": chunk.breadcrumb,
+        "heading_path": list(chunk.heading_path),
+        "anchor": chunk.anchor,
+    }
