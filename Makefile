@@ -1,6 +1,8 @@
 # make run  - ingest the bundled example knowledge base and serve it on $(HOST):$(PORT) (REST API, MCP);
 #             make run PORT=8080 HOST=0.0.0.0 to choose
-# make test - the whole test suite (SQLite and the local PostgreSQL)
+# make test - lint, then the whole test suite (SQLite and the local PostgreSQL)
+# make test-fast - the core, doctests and unit tests (no servers, browsers, stress or gate; under a minute)
+# make lint - ruff (lint and format check), mypy and the import-layer contracts
 # make baseline - re-run the golden cases and rewrite eval/reports/baseline.{md,json} and its charts, which the
 #                 regression gate in make test compares against: after a change meant to move the metrics
 VENV ?= .venv
@@ -10,7 +12,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test baseline bench clean
+.PHONY: install run test test-fast test-slow lint format baseline bench clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +26,24 @@ run: $(STAMP)
 	KBSEEK_GOLDEN_CASES_FILE=examples/eval/golden-cases.json KBSEEK_REPORTS_DIR=eval/reports \
 		exec $(BIN)/kbseek serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
 
 BASELINE_POLICIES := hybrid dense lexical answer:hybrid legacy
 
