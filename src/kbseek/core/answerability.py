@@ -12,8 +12,9 @@ The coefficients are fitted on dev/train splits only, per embedding model, by ``
 (the numbers, the data and the leave-one-set-out check are in ``docs/evaluation-refusal.md``). A model without
 coefficients keeps the per-hit threshold gate alone.
 
-Strong labels are also relative (:func:`identifier_mask`): when the question names an identifier and some recalled
-chunk contains it, a chunk that does not cannot be strong evidence for it.
+Strong labels are also relative to the best hit: when the question names an identifier and some recalled chunk
+contains it, a chunk that does not cannot be strong evidence for it (:func:`identifier_mask`); and a chunk far
+below the best one's coverage or fused score cannot either (:func:`relative_mask`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,24 @@ def identifier_mask(names: Sequence[str], texts: Sequence[str]) -> list[bool]:
     """
     has = [contains_any(t, names) for t in texts] if names else [True] * len(texts)
     return has if any(has) else [True] * len(texts)
+
+
+RELATIVE_COVERAGE = 0.7  # of the best coverage among the hits
+RELATIVE_SCORE = 0.6  # of the top fused score
+
+
+def relative_mask(coverages: Sequence[float], scores: Sequence[float]) -> list[bool]:
+    """Per hit: may it be strong evidence, next to the best hit? It must hold most of the query weight the best
+    hit holds and keep most of the top fused score: a neighbour that shares a word or two is related, not strong.
+
+    >>> relative_mask([0.9, 0.7, 0.3], [0.05, 0.02, 0.04])
+    [True, False, False]
+    """
+    best_cov, best_score = max(coverages, default=0.0), max(scores, default=0.0)
+    return [
+        c >= RELATIVE_COVERAGE * best_cov and s >= RELATIVE_SCORE * best_score
+        for c, s in zip(coverages, scores, strict=True)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from kbseek.core.answer import (
     join_chunks,
     metadata_only,
 )
-from kbseek.core.answerability import Signals, identifier_mask, identifiers, signals
+from kbseek.core.answerability import Signals, identifier_mask, identifiers, relative_mask, signals
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
@@ -114,13 +114,14 @@ def levelled(
 ) -> list[Candidate]:
     """Each hit with its relevance level, in fused order.
 
-    The gate judges the *question*: with a fitted answerability model (``core.answerability``) the question is
-    answered when its probability reaches the model's cut; without one, when some hit passes the thresholds. A
-    refused question returns nothing. An answered one keeps every hit, hits below the thresholds as
-    ``REFERENCE``: related, not confirmed; and a hit that lacks the identifier the question names while another
-    hit has it is ``REFERENCE`` too. The query is cleaned as the recall lanes saw it (``clean_query``: a pasted
-    alert line's labels and values would otherwise dilute the coverage). The answer then reads them strongest
-    level first, the fused rank within a level (``core.answer.reading_order``)."""
+        The gate judges the *question*: with a fitted answerability model (``core.answerability``) the question is
+        answered when its probability reaches the model's cut; without one, when some hit passes the thresholds. A
+        refused question returns nothing. An answered one keeps every hit, hits below the thresholds as
+        ``REFERENCE``: related, not confirmed; and a hit that lacks the identifier the question names while another
+        hit has it, or that holds far less of the query or scores far below the top hit, is ``REFERENCE`` too
+    (``core.answerability``). The query is cleaned as the recall lanes saw it (``clean_query``: a pasted
+        alert line's labels and values would otherwise dilute the coverage). The answer then reads them strongest
+        level first, the fused rank within a level (``core.answer.reading_order``)."""
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)  # as the recall lanes saw it
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
@@ -138,7 +139,8 @@ def levelled(
             return []
     elif all(lvl is None for lvl in levels):
         return []
-    strong_ok = identifier_mask(names, texts)
+    relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits])
+    strong_ok = [a and b for a, b in zip(identifier_mask(names, texts), relative)]
     return [
         Candidate((hit.chunk,), hit.score, hit.lanes, _capped(lvl, ok)) for hit, lvl, ok in zip(hits, levels, strong_ok)
     ]
