@@ -2,8 +2,8 @@
 
     python benchmarks/train_answerability.py [--signals /tmp/answerability-signals.json] [--write]
 
-Each dev/train question's hybrid recall (15 deep, as a default ``lookup_knowledge``) gives its signals
-(``lookup.answering.question_signals``). Positives: the answerable questions. Negatives: the questions written
+Each dev/train question is asked as a default ``lookup_knowledge`` request; the recall its gate reads gives the
+signals (``lookup.answering.question_signals``). Positives: the answerable questions. Negatives: the questions written
 without an answer, and every answerable question asked again with its judged documents taken out of the recall
 (near-topic by construction: the rest of the knowledge base is still there). A logistic regression (L2, standardised
 features) is fitted; the cut is the highest probability that still answers ``TARGET_ANSWERED`` of the positives.
@@ -40,13 +40,22 @@ def sets() -> list[tuple[str, object]]:
 
 
 def collect() -> list[dict]:
-    from kbseek.core.keywords import KeywordHint  # imported here: as above
     from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb  # imported here
     from kbseek.lookup.answering import question_signals  # imported here: as above
     from kbseek.observability.logs import configure_logging  # imported here: as above
     from kbseek.settings import Settings  # imported here: as above
 
     configure_logging("ERROR")
+    import kbseek.lookup.tool as tool_module  # imported here: its gate step is wrapped to see what it sees
+
+    seen: list[tuple] = []
+    real = tool_module.levelled
+
+    def spy(indexes, query, hits, hint, t, reference):
+        seen.append((indexes, query, list(hits), hint, reference))
+        return real(indexes, query, hits, hint, t, reference)
+
+    tool_module.levelled = spy
     rows = []
     for name, dataset in sets():
         base = Settings()
@@ -54,27 +63,24 @@ def collect() -> list[dict]:
         settings = Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
         kb = open_dataset_kb(dataset, settings)
         try:
-            tool = kb.lookup_tool
             for query in dataset.queries + dataset.unanswerable:
-                recalled = tool.recall(
-                    query.text, top_k=15, policy="hybrid", category=None, only=None, config=tool.config
-                )
-                hits = list(recalled.hits)
-                hint = recalled.hint or KeywordHint(query.text)
-                ref = recalled.reference_similarity
+                seen.clear()
+                kb.lookup_tool({"query": query.text, "policy": "hybrid"})  # a default request, as an agent makes
+                indexes, text, hits, hint, ref = seen[0]  # the first gate: the query as asked (and rewritten)
                 judged = {j.partition("#")[0] for j in dataset.qrels.get(query.id, {})}
                 answerable = query.id in dataset.qrels
-                s = question_signals(kb.indexes, query.text, hits, hint, ref)
+                s = question_signals(indexes, text, hits, hint, ref)
                 rows.append({"set": name, "id": query.id, "label": int(answerable), "x": s.vector(), "kind": "asked"})
                 if answerable:
                     rest = [h for h in hits if h.chunk.source_path.removesuffix(".md") not in judged
                             and h.chunk.source_path not in judged]  # fmt: skip
                     if rest:
-                        s = question_signals(kb.indexes, query.text, rest, _without(hint, hits, rest), ref)
+                        s = question_signals(indexes, text, rest, _without(hint, hits, rest), ref)
                         rows.append({"set": name, "id": query.id, "label": 0, "x": s.vector(), "kind": "held-out"})
         finally:
             kb.close()
         print(f"{name}: {sum(r['set'] == name for r in rows)} rows", file=sys.stderr)
+    tool_module.levelled = real
     return rows
 
 
@@ -109,6 +115,8 @@ def cut_for(p_pos: np.ndarray) -> float:
 
 
 def main() -> None:
+    from kbseek.core.answerability import FEATURES  # imported here: as above
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--signals", type=Path, default=Path("/tmp/answerability-signals.json"))
     parser.add_argument("--recollect", action="store_true")
@@ -137,8 +145,10 @@ def main() -> None:
     w, b, mean, scale = fit(x, y)
     cut = cut_for(prob(x[y == 1], (w, b, mean, scale)))
     p = prob(x, (w, b, mean, scale))
-    print(f"all sets: answerable refused {np.mean(p[y == 1] < cut):.2f}, negatives refused {np.mean(p[y == 0] < cut):.2f}")
-    print("weights", dict(zip(["similarity", "gap", "margin", "coverage", "identifier_missing", "l0"], np.round(w, 3))))
+    print(
+        f"all sets: answerable refused {np.mean(p[y == 1] < cut):.2f}, negatives refused {np.mean(p[y == 0] < cut):.2f}"
+    )
+    print("weights", dict(zip(FEATURES, np.round(w, 3).tolist())))
     if args.write:
         r = lambda v: tuple(round(float(a), 5) for a in v)  # noqa: E731
         print(

@@ -32,6 +32,7 @@ _IDENTIFIER = re.compile(
 )
 MIN_IDENTIFIER_CHARS = 4
 TOP = 5  # the hits whose coverage and identifiers count: what a default answer shows
+DEPTH = 15  # the hits the signals read: a default answer's recall, so a deeper request is gated the same
 FEATURES = ("similarity", "gap", "margin", "coverage", "identifier_missing", "l0")
 
 
@@ -104,10 +105,10 @@ def signals(
     names: Sequence[str],
     l0: bool,
 ) -> Signals:
-    """The signals of one recall, from its hits in fused order (each hit's cosine or None, document, coverage and
-    text)."""
+    """The signals of one recall, from its first ``DEPTH`` hits in fused order (each hit's cosine or None,
+    document, coverage and text)."""
     best: dict[str, float] = {}
-    for sim, doc in zip(similarities, documents):
+    for sim, doc in zip(similarities[:DEPTH], documents[:DEPTH]):
         if sim is not None:
             best[doc] = max(best.get(doc, -1.0), sim)
     ranked = sorted(best.values(), reverse=True)
