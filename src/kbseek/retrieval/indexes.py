@@ -150,8 +150,8 @@ class Indexes:
         started = time.perf_counter()
         first_load = self.version < 0
         build = self._copies.standby()  # waits for the last readers of the version before, never for new ones
-        for change in self._behind:
-            build.apply(change)
+        for behind in self._behind:
+            build.apply(behind)
         self._behind.clear()
         change, fresh = self._prepare(build, version, first_load, reader)
         if change is None:  # nothing new: only vectors left pending are retried
