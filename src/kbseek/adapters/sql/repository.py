@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
+from kbseek.adapters.sql.rows import chunk_values, document_values, stored_document
 from kbseek.adapters.sql.tables import (
     ChunkRow,
     ChunkTokensRow,
@@ -24,7 +25,7 @@ from kbseek.adapters.sql.tables import (
     WriteAuditRow,
     utcnow,
 )
-from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
+from kbseek.core.models import ParsedDocument, StoredDocument
 from kbseek.errors import StorageError
 
 log = logging.getLogger("kbseek")
@@ -111,7 +112,7 @@ class SqlRepository:
                         select(ChunkRow).where(ChunkRow.document_id == row.id).order_by(ChunkRow.chunk_index)
                     )
                 )
-            return _stored(row, chunks)
+            return stored_document(row, chunks)
 
     def content(self, path: str) -> str | None:
         with self._session() as session:
@@ -124,7 +125,7 @@ class SqlRepository:
         if limit is not None:
             query = query.limit(limit)
         with self._session() as session:
-            return [_stored(row, []) for row in session.scalars(query)]
+            return [stored_document(row, []) for row in session.scalars(query)]
 
     def keywords(self) -> dict[str, tuple[str, ...]]:
         with self._session() as session:
@@ -149,7 +150,7 @@ class SqlRepository:
             by_doc: dict[str, list[ChunkRow]] = {}
             for chunk in session.scalars(chunks):
                 by_doc.setdefault(chunk.document_id, []).append(chunk)
-            return [_stored(row, by_doc.get(row.id, [])) for row in rows]
+            return [stored_document(row, by_doc.get(row.id, [])) for row in rows]
 
     def tokens(self, document_ids: list[str] | None = None) -> dict[str, tuple[str, list[str]]]:
         """Cached analysed tokens: ``{chunk id: (analyser version, tokens)}``."""
@@ -266,7 +267,7 @@ class SqlRepository:
                         session.execute(update(DocumentRow).where(DocumentRow.id == existing.id).values(origin=origin))
                     return "unchanged"
                 now = utcnow()
-                values = _document_values(doc, origin)
+                values = document_values(doc, origin)
                 if existing is None:
                     session.execute(insert(DocumentRow).values(**values, created_at=now, updated_at=now))
                 else:
@@ -275,7 +276,7 @@ class SqlRepository:
                         update(DocumentRow).where(DocumentRow.id == existing.id).values(**values, updated_at=now)
                     )
                 if doc.chunks:
-                    session.execute(insert(ChunkRow), [_chunk_values(c) for c in doc.chunks])
+                    session.execute(insert(ChunkRow), [chunk_values(c) for c in doc.chunks])
                 _bump_version(session)
                 status = "added" if existing is None else "updated"
                 if audit is not None:
@@ -357,97 +358,3 @@ def _insert(session: Session, table: type) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
-
-
-def _document_values(doc: ParsedDocument, origin: str | None) -> dict[str, Any]:
-    fm = doc.frontmatter
-    return {
-        "id": doc.id,
-        "path": doc.path,
-        "category": doc.category,
-        "file_name": doc.file_name,
-        "title": fm.title,
-        "summary": fm.summary,
-        "keywords": list(fm.keywords),
-        "frontmatter": fm.fields,
-        "title_source": fm.title_source,
-        "summary_source": fm.summary_source,
-        "warnings": list(doc.warnings),
-        "outline": [
-            {"level": s.level, "heading": s.heading, "anchor": s.anchor, "line": doc.text.count("\n", 0, s.start) + 1}
-            for s in doc.sections
-            if s.level
-        ],
-        "content": doc.text,
-        "content_hash": doc.content_hash,
-        "size_bytes": doc.size_bytes,
-        "chunk_count": len(doc.chunks),
-        "origin": origin,
-    }
-
-
-def _chunk_values(chunk: Chunk) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "id": chunk.id,
-        "document_id": chunk.document_id,
-        "chunk_index": chunk.index,
-        "total_chunks": chunk.total,
-        "breadcrumb": chunk.breadcrumb,
-        "headings": [list(pair) for pair in chunk.headings],
-        "anchor": chunk.anchor,
-        "text": chunk.text,
-        "content_hash": chunk.content_hash,
-        "char_start": chunk.start,
-        "char_end": chunk.end,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "overlap": chunk.overlap,
-    }
-    for level in range(1, 7):
-        values[f"heading_h{level}"] = chunk.heading(level)
-    return values
-
-
-def _stored(row: DocumentRow, chunks: Iterable[ChunkRow]) -> StoredDocument:
-    return StoredDocument(
-        id=row.id,
-        path=row.path,
-        category=row.category,
-        file_name=row.file_name,
-        title=row.title,
-        summary=row.summary,
-        keywords=tuple(row.keywords or ()),
-        frontmatter=dict(row.frontmatter or {}),
-        title_source=row.title_source,
-        summary_source=row.summary_source,
-        warnings=tuple(row.warnings or ()),
-        outline=tuple(row.outline or ()),
-        content_hash=row.content_hash,
-        size_bytes=row.size_bytes,
-        chunk_count=row.chunk_count,
-        origin=row.origin,
-        created_at=row.created_at.isoformat(),
-        updated_at=row.updated_at.isoformat(),
-        chunks=tuple(
-            Chunk(
-                id=c.id,
-                document_id=c.document_id,
-                index=c.chunk_index,
-                total=c.total_chunks,
-                title=row.title,
-                breadcrumb=c.breadcrumb,
-                headings=tuple((int(level), str(h)) for level, h in c.headings),
-                anchor=c.anchor,
-                category=row.category,
-                source_path=row.path,
-                text=c.text,
-                content_hash=c.content_hash,
-                start=c.char_start,
-                end=c.char_end,
-                line_start=c.line_start,
-                line_end=c.line_end,
-                overlap=c.overlap,
-            )
-            for c in chunks
-        ),
-    )
