@@ -107,13 +107,11 @@ def test_imports_inside_functions_say_why():
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for inner in ast.walk(node):
-                if (isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kbseek")) or (
+                imports_kbseek = (isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kbseek")) or (
                     isinstance(inner, ast.Import) and any(a.name.startswith("kbseek") for a in inner.names)
-                ):
-                    if not _explained(lines, inner.lineno - 1, inner.end_lineno or inner.lineno):
-                        unexplained.append(
-                            f"{path.relative_to(ROOT)}:{inner.lineno}: {lines[inner.lineno - 1].strip()}"
-                        )
+                )
+                if imports_kbseek and not _explained(lines, inner.lineno - 1, inner.end_lineno or inner.lineno):
+                    unexplained.append(f"{path.relative_to(ROOT)}:{inner.lineno}: {lines[inner.lineno - 1].strip()}")
     assert sorted(set(unexplained)) == []
 
 

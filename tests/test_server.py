@@ -57,7 +57,10 @@ def test_rest_over_a_real_socket(server):
             "files",
             (
                 "srv.md",
-                "---\ntitle: 服务器测试\nkeywords: [SRV_E777]\nsummary: s\n---\n# 服务器测试\n\nSRV_E777 出现时重启。".encode(),
+                (
+                    "---\ntitle: 服务器测试\nkeywords: [SRV_E777]\nsummary: s\n---\n"
+                    "# 服务器测试\n\nSRV_E777 出现时重启。"
+                ).encode(),
             ),
         )
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import logging
@@ -10,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
@@ -71,7 +72,7 @@ class SqlRepository:
                 else:
                     session.execute(select(func.pg_advisory_xact_lock_shared(TOKEN_CACHE_KEY)))
                     session.execute(select(func.pg_advisory_xact_lock(_lock_key(path))))
-            elif connection.dialect.name == "sqlite" and not connection.connection.dbapi_connection.in_transaction:
+            elif connection.dialect.name == "sqlite" and not _in_transaction(connection):
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
             yield session
 
@@ -105,7 +106,7 @@ class SqlRepository:
                 row = session.get(DocumentRow, path, options=[defer(DocumentRow.content)])  # or an id
             if row is None:
                 return None
-            chunks: list[ChunkRow] = []
+            chunks: builtins.list[ChunkRow] = []
             if with_chunks:
                 chunks = list(
                     session.scalars(
@@ -118,7 +119,9 @@ class SqlRepository:
         with self._session() as session:
             return session.scalar(select(DocumentRow.content).where(DocumentRow.path == path))
 
-    def list(self, *, category: str | None = None, limit: int | None = None, offset: int = 0) -> list[StoredDocument]:
+    def list(
+        self, *, category: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> builtins.list[StoredDocument]:
         query = select(DocumentRow).options(defer(DocumentRow.content)).order_by(DocumentRow.path).offset(offset)
         if category:
             query = query.where(DocumentRow.category == category)
@@ -138,7 +141,7 @@ class SqlRepository:
             rows = session.execute(select(DocumentRow.id, DocumentRow.content_hash))
             return {doc_id: digest for doc_id, digest in rows}
 
-    def load(self, document_ids: list[str] | None = None) -> list[StoredDocument]:
+    def load(self, document_ids: builtins.list[str] | None = None) -> builtins.list[StoredDocument]:
         """Documents with their chunks in two queries (all of them when ``document_ids`` is None)."""
         with self._session() as session:
             docs = select(DocumentRow).options(defer(DocumentRow.content))
@@ -147,15 +150,15 @@ class SqlRepository:
                 docs = docs.where(DocumentRow.id.in_(document_ids))
                 chunks = chunks.where(ChunkRow.document_id.in_(document_ids))
             rows = list(session.scalars(docs))
-            by_doc: dict[str, list[ChunkRow]] = {}
+            by_doc: dict[str, builtins.list[ChunkRow]] = {}
             for chunk in session.scalars(chunks):
                 by_doc.setdefault(chunk.document_id, []).append(chunk)
             return [stored_document(row, by_doc.get(row.id, [])) for row in rows]
 
-    def tokens(self, document_ids: list[str] | None = None) -> dict[str, tuple[str, list[str]]]:
+    def tokens(self, document_ids: builtins.list[str] | None = None) -> dict[str, tuple[str, builtins.list[str]]]:
         """Cached analysed tokens: ``{chunk id: (analyser version, tokens)}``."""
         query = select(ChunkTokensRow.chunk_id, ChunkTokensRow.analyzer_version, ChunkTokensRow.tokens)
-        result: dict[str, tuple[str, list[str]]] = {}
+        result: dict[str, tuple[str, builtins.list[str]]] = {}
         with self._session() as session:
             for batch in _batches(document_ids) if document_ids is not None else [None]:
                 chosen = query
@@ -167,7 +170,7 @@ class SqlRepository:
                     result[cid] = (version, text.split(TOKEN_SEPARATOR) if text else [])
         return result
 
-    def save_tokens(self, rows: list[tuple[str, str, list[str]]]) -> None:
+    def save_tokens(self, rows: builtins.list[tuple[str, str, builtins.list[str]]]) -> None:
         """Upsert ``(chunk id, analyser version, tokens)``; a chunk deleted meanwhile is skipped."""
         if not rows:
             return
@@ -196,7 +199,7 @@ class SqlRepository:
                 .values(analyzer_version=new_version)
             )
 
-    def vectors(self, model_id: str, hashes: list[str]) -> dict[str, bytes]:
+    def vectors(self, model_id: str, hashes: builtins.list[str]) -> dict[str, bytes]:
         """Cached vectors (float32 bytes) of ``model_id`` by input-text hash."""
         found: dict[str, bytes] = {}
         with self._session() as session:
@@ -235,7 +238,7 @@ class SqlRepository:
             session.execute(delete(MetaRow).where(MetaRow.key == key))
             session.execute(insert(MetaRow).values(key=key, value=value))
 
-    def warnings(self) -> dict[str, list[str]]:
+    def warnings(self) -> dict[str, builtins.list[str]]:
         """``{path: warnings}`` of the documents that have any."""
         with self._session() as session:
             rows = session.execute(select(DocumentRow.path, DocumentRow.warnings))
@@ -315,6 +318,11 @@ class SqlRepository:
                 return True
         except SQLAlchemyError as exc:
             raise _storage_error(f"could not delete {path}", exc) from exc
+
+
+def _in_transaction(connection: Connection) -> bool:
+    dbapi = connection.connection.dbapi_connection
+    return bool(dbapi is not None and dbapi.in_transaction)
 
 
 def _lock_key(name: str, kind: bytes = b"kbseek-document") -> int:
