@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grimp
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 PACKAGE = ROOT / "src" / "kbseek"
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))

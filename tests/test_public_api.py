@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT, doc
+from support import ROOT, doc
 
 import kbseek
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import httpx
-from conftest import ROOT
 from serving import free_port
+from support import ROOT
 
 QUICKSTART = """\
 export KBSEEK_HOME="$(mktemp -d)"                          # a fresh data home (make run serves ./.kbseek)

@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT
+from support import EXAMPLES, ROOT
 
 from kbseek.core.relevance import GAP_RANK
 from kbseek.errors import DatasetError

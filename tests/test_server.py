@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import anyio
 import httpx
 import pytest
-from conftest import EXAMPLES
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from serving import KBSEEK, running_server
+from support import EXAMPLES
 from typer.testing import CliRunner
 
 from kbseek.interfaces.cli import app
