@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 
 import pytest
-from conftest import doc
+from support import doc
 
 from kbseek.errors import WriteConflictError
 from kbseek.maintenance.doctor import doctor
