@@ -37,10 +37,9 @@ from kbseek.observability.logs import request_scope
 from kbseek.observability.metrics import Telemetry
 from kbseek.observability.readiness import readiness_report
 from kbseek.retrieval import recall as retrieval
-from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.sections import section_reference
-from kbseek.retrieval.vectors import open_dense
 from kbseek.settings import Settings
+from kbseek.wiring import open_indexes
 
 log = logging.getLogger("kbseek")
 T = TypeVar("T")
@@ -74,14 +73,7 @@ class KnowledgeBase:
         self.repository = repository
         self.files = files
         self.writes = WriteLocks(settings.home / "locks")  # writes of one path take turns; a repair runs alone
-        self.indexes = Indexes(
-            repository,
-            k1=settings.bm25_k1,
-            b=settings.bm25_b,
-            dense=open_dense(settings, repository),
-            retry_s=settings.dense_retry_s,
-            retry_max_s=settings.dense_retry_max_s,
-        )
+        self.indexes = open_indexes(settings, repository)  # the embedder and vector store the settings name
         self.sessions = SessionStore(repository.engine)
         self.telemetry = Telemetry()
         self.invocations = InvocationStore(
