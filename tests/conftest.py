@@ -19,6 +19,8 @@ os.environ.setdefault("KBSEEK_EMBEDDER", "none")
 # FastAPI's TestClient sends "Host: testserver"; the server answers only to names it knows (DNS rebinding)
 os.environ.setdefault("KBSEEK_ALLOWED_HOSTS", '["testserver"]')
 
+pytest_plugins = ["milvus_server"]  # the session's Milvus server fixture, ``milvus_server``
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 EXAMPLES = ROOT / "examples"
