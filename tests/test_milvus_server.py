@@ -115,7 +115,7 @@ def test_filters_whose_values_look_like_expressions_are_data(server_settings):
         assert not kb.search("排查", policy="dense", category='ops" or "1"=="1', top_k=10).hits
         quoted = kb.lookup_knowledge({"query": "支付 排查", "filters": {"severity": HOSTILE_SEVERITY}, "top_k": 10})
         assert [e.document.path for e in quoted.answer.documents] == ["api/pay.md"]
-        p1 = kb.lookup_knowledge({"query": "排查", "filters": {"severity": "P1"}, "top_k": 10})
+        p1 = kb.lookup_knowledge({"query": "磁盘空间不足 清理", "filters": {"severity": "P1"}, "top_k": 10})
         assert [e.document.path for e in p1.answer.documents] == [disk.path]
     finally:
         kb.close()
