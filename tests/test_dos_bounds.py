@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
-from conftest import EXAMPLES, doc
 from sqlalchemy import text
+from support import EXAMPLES, doc
 
 from kbseek.adapters.embedders import QUERY_MAX_TOKENS, QueryBatcher, QueryFirstLock, load_embedder
 from kbseek.service import KnowledgeBase

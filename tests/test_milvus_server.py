@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from support import doc
 
 from kbseek.maintenance.doctor import doctor
 from kbseek.maintenance.reindex import reindex
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from tests.conftest import doc
 
 HOSTILE_CATEGORY = 'ops" or category != "x'
 HOSTILE_SEVERITY = "P1' || true || '"

@@ -35,7 +35,7 @@ def basis(i: int, noise: float = 0.0) -> list[float]:
     return vector
 
 
-@pytest.fixture(params=["local", "milvus", "milvus-server"])
+@pytest.fixture(params=["local", "milvus", pytest.param("milvus-server", marks=pytest.mark.slow)])
 def store(request, tmp_path) -> VectorStore:
     if request.param == "local":
         made: VectorStore = LocalVectorStore(dim=DIM)

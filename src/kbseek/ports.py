@@ -31,7 +31,8 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:
-    """One chunk's vector with the metadata a vector store filters and shows (``_source``, ``_file_name``, category, …)."""
+    """One chunk's vector with the metadata a vector store filters and shows (``_source``, ``_file_name``,
+    category, …)."""
 
     chunk_id: str
     vector: np.ndarray
