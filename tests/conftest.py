@@ -20,6 +20,8 @@ os.environ.setdefault("KBSEEK_EMBEDDER", "none")
 # FastAPI's TestClient sends "Host: testserver"; the server answers only to names it knows (DNS rebinding)
 os.environ.setdefault("KBSEEK_ALLOWED_HOSTS", '["testserver"]')
 
+pytest_plugins = ["milvus_server"]  # the session's Milvus server fixture, ``milvus_server``
+
 # Tests that start servers, browsers or many processes, run the stress loads or the live regression gate: `make
 # test-fast` leaves them out (`-m "not slow"`), `make test-slow` runs them alone.
 SLOW_MODULES = frozenset(
@@ -28,6 +30,7 @@ SLOW_MODULES = frozenset(
         "test_determinism.py",
         "test_home_ownership.py",
         "test_milvus_lite_process.py",
+        "test_milvus_server.py",
         "test_quickstart.py",
         "test_real_runbooks.py",
         "test_regression_gate.py",
