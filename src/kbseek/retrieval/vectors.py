@@ -114,7 +114,7 @@ class DenseIndex:
             records.update(self._summary_records([d for d in loaded if has_summary_vector(d)]))
         stale = list(removed) + [DOCUMENT_PREFIX + d for d in removed_documents]
         stale += [DOCUMENT_PREFIX + d.id for d in loaded if DOCUMENT_PREFIX + d.id not in records]
-        if first and self.store is not self.query_store:
+        if first:  # what a persistent store already holds is not sent again; its orphans go
             present = self.store.ids()
             stale += sorted(present - set(records))  # orphans left by a crash
             missing = [r for key, r in records.items() if key not in present]
