@@ -6,10 +6,10 @@ import json
 
 import jsonschema
 import pytest
+from support import EXAMPLES, ROOT, doc
 
 from kbseek.errors import QueryError
 from kbseek.service import KnowledgeBase
-from tests.conftest import EXAMPLES, ROOT, doc
 
 PAY = doc(
     "支付网关错误码定义",
