@@ -114,14 +114,14 @@ def levelled(
 ) -> list[Candidate]:
     """Each hit with its relevance level, in fused order.
 
-        The gate judges the *question*: with a fitted answerability model (``core.answerability``) the question is
-        answered when its probability reaches the model's cut; without one, when some hit passes the thresholds. A
-        refused question returns nothing. An answered one keeps every hit, hits below the thresholds as
-        ``REFERENCE``: related, not confirmed; and a hit that lacks the identifier the question names while another
-        hit has it, or that holds far less of the query or scores far below the top hit, is ``REFERENCE`` too
-    (``core.answerability``). The query is cleaned as the recall lanes saw it (``clean_query``: a pasted
-        alert line's labels and values would otherwise dilute the coverage). The answer then reads them strongest
-        level first, the fused rank within a level (``core.answer.reading_order``)."""
+    The gate judges the *question*: it is answered when some hit passes the thresholds and, with a fitted
+    answerability model (``core.answerability``), when its probability also reaches the model's cut. A refused
+    question returns nothing. An answered one keeps every hit, hits below the thresholds as ``REFERENCE``: related,
+    not confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
+    far less of the query or scores far below the top hit, is ``REFERENCE`` too (``core.answerability``). The query
+    is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's labels and values would otherwise
+    dilute the coverage). The answer then reads them strongest level first, the fused rank within a level
+    (``core.answer.reading_order``)."""
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)  # as the recall lanes saw it
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
