@@ -64,10 +64,13 @@ LEXICAL_ONLY = Thresholds(math.inf, math.inf, 0.4, 0.15, 0.0, 0.0, "coverage onl
 FIELDS = ("similarity_high", "similarity_low", "coverage_high", "coverage_low", "gap_high", "gap_low")
 
 
-def thresholds_for(model_id: str | None, overrides: dict[str, float] | None = None) -> Thresholds:
-    """The calibrated thresholds of ``model_id`` (coverage-only when unknown), with setting overrides."""
+def thresholds_for(
+    model_id: str | None, overrides: dict[str, float] | None = None, *, answerability: bool = True
+) -> Thresholds:
+    """The calibrated thresholds of ``model_id`` (coverage-only when unknown), with setting overrides, and the
+    model's fitted answerability gate unless ``answerability`` is off."""
     base = CALIBRATED.get(model_id or "", LEXICAL_ONLY)
-    model = model_for(model_id)
+    model = model_for(model_id) if answerability else None
     if not overrides:
         return base if model is None else replace(base, answerability=model)
     values = {name: getattr(base, name) for name in FIELDS} | overrides

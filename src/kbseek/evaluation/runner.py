@@ -106,8 +106,9 @@ def run_policy(
             for judged in ids:
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
-        if getattr(retrieved, "chars", None) is not None:
-            chars.append(retrieved.chars)
+        given = getattr(retrieved, "chars", None)  # what an answer hands the agent (answer policies only)
+        if given is not None:
+            chars.append(given)
         run[query.id] = ranked
     seconds = time.perf_counter() - started
     per_query = m.per_query(dataset.qrels, run, names)
