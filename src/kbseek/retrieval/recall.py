@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kbseek.core.alertline import clean as clean_query
-from kbseek.core.fusion import relative_score_fusion, rrf
+from kbseek.core.clauses import cjk_share
+from kbseek.core.fusion import Fused, document_prior, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, RecallResult
 from kbseek.errors import QueryError
 from kbseek.observability.logs import request_scope
 from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.lanes import LANE_NAMES, SCORE_LABELS, LaneQuery, dense_lane, run_lanes
+from kbseek.retrieval.lanes import DEFAULT_WEIGHTS, LANE_NAMES, SCORE_LABELS, LaneQuery, dense_lane, run_lanes
 
 __all__ = ["POLICIES", "FusionConfig", "dense_lane", "fuse", "lookup", "search"]
 
@@ -43,10 +44,17 @@ class FusionConfig:
     lane_depth: int = 50  # candidates each lane contributes
     l0_chunks_per_document: int = 2
     method: str = "rrf"  # or "rsf": relative score fusion
+    # a query in another script than the evidence the dense lane finds: the word-matching lanes count this much
+    cross_language: float = 1.0
+    document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
 
     def __post_init__(self) -> None:
+        # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
+        object.__setattr__(self, "weights", {**DEFAULT_WEIGHTS, **self.weights})
         if self.method not in FUSION_METHODS:
             raise ValueError(f"fusion method {self.method!r} is not one of {', '.join(FUSION_METHODS)}")
+        if not 0 <= self.cross_language <= 1 or self.document_prior < 0:
+            raise ValueError("0 <= cross_language <= 1 and document_prior >= 0 are required")
         if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
             raise ValueError("rrf_k >= 0, lane_depth >= 1 and l0_chunks_per_document >= 1 are required")
         for lane, weight in self.weights.items():
@@ -97,6 +105,7 @@ def _recall(
         threshold=threshold,
         only=only,
         l0_chunks_per_document=config.l0_chunks_per_document,
+        weights=config.weights,
     )
     results = run_lanes(indexes, lane_query)
     timings: dict[str, float] = {}
@@ -109,6 +118,10 @@ def _recall(
     raw = {r.name: r.scores for r in ran}
     reference = next((r.reference for r in ran if r.reference is not None), None)
     started = time.perf_counter()
+    if config.cross_language < 1 and _cross_language(indexes, query, raw.get("dense")):
+        lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
+        config = replace(config, weights={**config.weights, **lexical})
+        notes.append("the query's language differs from the evidence's: the word-matching lanes weigh less")
     hits = fuse(indexes, lanes, raw, config, top_k)
     timings["fusion"] = _ms(started, time.perf_counter())
     # as each lane recorded them (the dense lane's as the store returned them, summary vectors included)
@@ -128,6 +141,10 @@ def fuse(
         ranked = [(f.chunk_id, f.score, f.ranks) for f in relative_score_fusion(scored, weights=config.weights)]
     else:
         ranked = [(f.chunk_id, f.score, f.ranks) for f in rrf(lanes, k=config.rrf_k, weights=config.weights)]
+    if config.document_prior > 0 and len(lanes) > 1:
+        fused = [Fused(cid, score, ranks) for cid, score, ranks in ranked]
+        doc_of = {f.chunk_id: indexes.chunks[f.chunk_id].document_id for f in fused}
+        ranked = [(f.chunk_id, f.score, f.ranks) for f in document_prior(fused, doc_of, weight=config.document_prior)]
     hits = []
     for rank, (chunk_id, score, ranks) in enumerate(ranked[:top_k], 1):
         chunk = indexes.chunks[chunk_id]
@@ -136,6 +153,22 @@ def fuse(
         }
         hits.append(Hit(rank, score, chunk, indexes.documents[chunk.document_id].title, lane_scores))
     return hits
+
+
+WORD_LANES = ("bm25", "l0", "clauses")  # lanes that match words (the section lane matches purposes across languages)
+EVIDENCE_SAMPLE = 10  # the dense lane's best chunks that tell the evidence's language
+
+
+def _cross_language(indexes: Indexes, query: str, dense: dict[str, float] | None) -> bool:
+    """Whether the query is written in another script (Chinese or not) than the dense lane's best chunks."""
+    if not dense:
+        return False
+    best = sorted(dense, key=lambda c: -dense[c])[:EVIDENCE_SAMPLE]
+    evidence = sum(cjk_share(indexes.chunks[c].text) for c in best) / len(best)
+    return abs(cjk_share(query) - evidence) > CROSS_LANGUAGE_GAP
+
+
+CROSS_LANGUAGE_GAP = 0.6
 
 
 def _filtered(
