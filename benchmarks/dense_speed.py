@@ -123,7 +123,8 @@ def end_to_end(home: str, queries_file: str, policy: str) -> list[str]:
     from kbseek.settings import Settings
 
     kb = KnowledgeBase.open(Settings(home=home))
-    queries = [json.loads(line)["text"] for line in open(queries_file, encoding="utf-8")][:200]
+    with open(queries_file, encoding="utf-8") as lines:
+        queries = [json.loads(line)["text"] for line in lines][:200]
     for q in queries[:5]:
         kb.lookup(q, policy=policy)
     totals, parts = [], {}

@@ -163,7 +163,7 @@ def shutdown(work: Path, documents: int = 30) -> list[str]:
     try:
         for n in range(documents):
             body = "".join(
-                f"## 节 {i}\n\n{'节点 node-%d 的磁盘检查与日志清理步骤。' % (n * 100 + i) * 12}\n\n" for i in range(20)
+                f"## 节 {i}\n\n{f'节点 node-{n * 100 + i} 的磁盘检查与日志清理步骤。' * 12}\n\n" for i in range(20)
             )
             kb.upload(
                 f"---\ntitle: 文档 {n}\nkeywords: [k{n}]\nsummary: s\n---\n# 文档 {n}\n\n{body}".encode(),

@@ -2,7 +2,7 @@
 regression gate's noise margin (``kbseek.evaluation.gate.EMBEDDING_NOISE``; results in docs/evaluation.md).
 
 Usage (from the project root):
-  .venv/bin/python benchmarks/embedding_noise.py            # the installed engine: 1 vs 2 threads, one by one vs batched
+  .venv/bin/python benchmarks/embedding_noise.py            # installed engine: 1 vs 2 threads, single vs batched
   .venv/bin/python benchmarks/embedding_noise.py --builds   # also the engine compiled from its own e5.c (needs gcc)
                                                             # with other flags and other single-precision maths
 

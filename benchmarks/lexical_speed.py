@@ -125,7 +125,8 @@ def bm25_comparison() -> list[str]:
         "| | build s | peak build memory MiB | queries/s (top 10, 1 thread) | change one document ms |",
         "|---|---:|---:|---:|---:|",
         f"| kbseek BM25Index | {ours_build:.2f} | {ours_memory:.0f} | {ours_qps:,.0f} | {ours_update:.2f} |",
-        f"| bm25s 0.3.16 (lucene) | {theirs_build:.2f} | {theirs_memory:.0f} | {theirs_qps:,.0f} | {theirs_update:.0f} (full rebuild) |",
+        f"| bm25s 0.3.16 (lucene) | {theirs_build:.2f} | {theirs_memory:.0f} | {theirs_qps:,.0f} "
+        f"| {theirs_update:.0f} (full rebuild) |",
         "",
         f"Top-10 overlap between the two on the first 50 queries: {agree:.1%} (scores agree to 1e-5 in tests).",
     ]

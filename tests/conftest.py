@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from support import PG_ADMIN_URL
 
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
@@ -19,10 +20,36 @@ os.environ.setdefault("KBSEEK_EMBEDDER", "none")
 # FastAPI's TestClient sends "Host: testserver"; the server answers only to names it knows (DNS rebinding)
 os.environ.setdefault("KBSEEK_ALLOWED_HOSTS", '["testserver"]')
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-EXAMPLES = ROOT / "examples"
-PG_ADMIN_URL = os.environ.get("KBSEEK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+pytest_plugins = ["milvus_server"]  # the session's Milvus server fixture, ``milvus_server``
+
+# Tests that start servers, browsers or many processes, run the stress loads or the live regression gate: `make
+# test-fast` leaves them out (`-m "not slow"`), `make test-slow` runs them alone.
+SLOW_MODULES = frozenset(
+    {
+        "test_console.py",
+        "test_determinism.py",
+        "test_home_ownership.py",
+        "test_milvus_lite_process.py",
+        "test_milvus_server.py",
+        "test_quickstart.py",
+        "test_real_runbooks.py",
+        "test_regression_gate.py",
+        "test_server.py",
+        "test_suite_portability.py",
+        "test_write_races.py",
+    }
+)
+# Tests that read the evaluation data beside the repository (../shared/data).
+DATA_MODULES = frozenset({"test_real_runbooks.py", "test_cases.py"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path
+        if path.parent.name == "stress" or path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+        if path.name in DATA_MODULES:
+            item.add_marker(pytest.mark.data)
 
 
 @pytest.fixture(scope="session")
@@ -68,32 +95,3 @@ def kb(settings: Settings) -> Iterator[KnowledgeBase]:
     knowledge_base = KnowledgeBase.open(settings)
     yield knowledge_base
     knowledge_base.close()
-
-
-def answerable_cases(case_file: Path, split: str | None = None) -> int:
-    """How many cases of a golden-case file (of one split) have an answer: what an evaluation run scores."""
-    import json
-
-    cases = json.loads(case_file.read_text("utf-8"))["cases"]
-    return sum(1 for c in cases if c.get("answerable", True) and split in (None, c["split"]))
-
-
-def case_count(case_file: Path) -> int:
-    import json
-
-    return len(json.loads(case_file.read_text("utf-8"))["cases"])
-
-
-def write(folder: Path, relative: str, content: str | bytes) -> Path:
-    """Write a test document (text as UTF-8) and return its path."""
-    path = folder / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    return path
-
-
-def doc(title: str, keywords: str, summary: str, body: str, **extra: str) -> str:
-    """A well-formed document with frontmatter."""
-    lines = ["---", f"title: {title}", f"keywords: [{keywords}]", f"summary: {summary}"]
-    lines += [f"{k}: {v}" for k, v in extra.items()]
-    return "\n".join(lines + ["---", body])

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, ROOT, doc
 from fastapi.testclient import TestClient
+from support import EXAMPLES, ROOT, doc
 
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase

@@ -19,10 +19,10 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import EXAMPLES
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from support import EXAMPLES
 
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase

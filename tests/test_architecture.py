@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grimp
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 PACKAGE = ROOT / "src" / "kbseek"
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
@@ -27,7 +27,7 @@ def modules() -> list[Path]:
 def lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(source_root)}
     return subprocess.run(
-        [LINT_IMPORTS, "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        [LINT_IMPORTS, str(ROOT / "pyproject.toml"), "--no-cache"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -107,13 +107,26 @@ def test_imports_inside_functions_say_why():
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for inner in ast.walk(node):
-                if (isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kbseek")) or (
+                imports_kbseek = (isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kbseek")) or (
                     isinstance(inner, ast.Import) and any(a.name.startswith("kbseek") for a in inner.names)
-                ):
-                    here, above = lines[inner.lineno - 1], lines[inner.lineno - 2].strip()
-                    if "#" not in here and not above.startswith("#"):
-                        unexplained.append(f"{path.relative_to(ROOT)}:{inner.lineno}: {here.strip()}")
+                )
+                if imports_kbseek and not _explained(lines, inner.lineno - 1, inner.end_lineno or inner.lineno):
+                    unexplained.append(f"{path.relative_to(ROOT)}:{inner.lineno}: {lines[inner.lineno - 1].strip()}")
     assert sorted(set(unexplained)) == []
+
+
+def _explained(lines: list[str], first: int, end: int) -> bool:
+    """A comment on the import's own lines, or on a line above it within its run of imports (one comment may
+    explain a group of imports made for the same reason)."""
+    if any("#" in line for line in lines[first:end]):
+        return True
+    for line in reversed(lines[:first]):
+        text = line.strip()
+        if "#" in text:
+            return True
+        if text and not (text.startswith(("from ", "import ", ")")) or text.endswith(",")):
+            return False
+    return False
 
 
 def test_modules_stay_short():

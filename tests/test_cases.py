@@ -7,7 +7,7 @@ import re
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, ROOT, answerable_cases
+from support import EXAMPLES, ROOT, answerable_cases
 
 from kbseek.core.document import ChunkingConfig, parse_document
 from kbseek.errors import DatasetError

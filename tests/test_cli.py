@@ -12,11 +12,11 @@ import click
 import jsonschema
 import pytest
 import typer
+from support import EXAMPLES, ROOT, write
 from typer.testing import CliRunner
 
 import kbseek
 from kbseek.interfaces.cli import app
-from tests.conftest import EXAMPLES, ROOT, write
 
 SCHEMAS = ROOT / "schemas"
 runner = CliRunner()

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, answerable_cases
+from support import EXAMPLES, answerable_cases
 
 from kbseek.errors import DatasetError
 from kbseek.evaluation.compare import compare, paired_permutation_p

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, ROOT, answerable_cases, case_count
 from fastapi.testclient import TestClient
 from serving import KBSEEK, running_server
+from support import EXAMPLES, ROOT, answerable_cases, case_count
 
 from kbseek.evaluation.cases import load_cases
 from kbseek.evaluation.runner import metric_names, run_policy

@@ -12,13 +12,13 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pytest
+from support import doc
 
 from kbseek.adapters.embedders import OpenAIEmbedder
 from kbseek.errors import EmbeddingError, StorageError
 from kbseek.ports import VectorRecord
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from tests.conftest import doc
 
 DOCS = {
     "disk.md": doc(

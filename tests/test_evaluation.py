@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from support import ROOT, write
 
 from kbseek.core.models import Chunk
 from kbseek.errors import DatasetError
@@ -15,7 +16,6 @@ from kbseek.evaluation.datasets import JudgmentMapper, cache_home, load_dataset,
 from kbseek.evaluation.replay import record
 from kbseek.evaluation.runner import evaluate, parse_configs
 from kbseek.settings import Settings
-from tests.conftest import ROOT, write
 
 
 def chunk(path: str, *headings: str) -> Chunk:
@@ -61,7 +61,8 @@ def make_dataset(root: Path) -> Path:
         root,
         "docs/pay.md",
         "---\ntitle: 支付网关错误码\nkeywords: [ERR_TIMEOUT]\nsummary: 错误码\n---\n"
-        "# 支付网关错误码\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n支付网关请求超时，检查下游。\n\n### ERR_SIGN\n\n签名校验失败。\n",
+        "# 支付网关错误码\n\n## 超时类错误\n\n### ERR_TIMEOUT\n\n支付网关请求超时，检查下游。\n\n"
+        "### ERR_SIGN\n\n签名校验失败。\n",
     )
     write(root, "docs/disk.md", "# 磁盘告警\n\n## 步骤1\n\n用 df -h 看磁盘使用率。\n\n## 步骤10\n\n清理日志文件。\n")
     queries = [

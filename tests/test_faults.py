@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import doc
 from fastapi.testclient import TestClient
+from support import doc
 
 from kbseek.adapters.embedders import load_embedder
 from kbseek.interfaces.http.app import create_app

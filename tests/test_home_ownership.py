@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import doc
 from serving import KBSEEK, start_server
+from support import doc
 from typer.testing import CliRunner
 
 from kbseek.errors import HomeInUse

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import EXAMPLES
 from sqlalchemy import text
+from support import EXAMPLES
 
 from kbseek.errors import InvalidRequest, NotFoundError
 
@@ -63,7 +63,7 @@ def test_trace_shows_a_session_in_order(tmp_path):
     import json
 
     import jsonschema
-    from conftest import ROOT
+    from support import ROOT
     from typer.testing import CliRunner
 
     from kbseek.interfaces.cli import app

@@ -8,7 +8,7 @@ import json
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, ROOT, doc, write
+from support import EXAMPLES, ROOT, doc, write
 
 from kbseek.errors import InvalidRequest, NotFoundError
 from kbseek.lookup import LookupRequest, LookupResponse

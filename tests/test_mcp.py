@@ -16,7 +16,6 @@ import httpx
 import jsonschema
 import pytest
 import uvicorn
-from conftest import ROOT, doc
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -25,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from support import ROOT, doc
 
 from kbseek.errors import NotFoundError
 from kbseek.interfaces.mcp_server import DOCUMENT_URI, build_mcp_server, document_uri, streamable_http_app

@@ -12,8 +12,8 @@ import sys
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, ROOT, doc
 from prometheus_client.parser import text_string_to_metric_families
+from support import EXAMPLES, ROOT, doc
 from typer.testing import CliRunner
 
 from kbseek.adapters.sql.tables import ToolInvocationRow

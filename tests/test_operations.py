@@ -6,7 +6,7 @@ import json
 import shutil
 
 import numpy as np
-from conftest import doc
+from support import doc
 from typer.testing import CliRunner
 
 from kbseek.interfaces.cli import app

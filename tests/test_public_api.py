@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT, doc
+from support import ROOT, doc
 
 import kbseek
 
@@ -42,7 +42,10 @@ def test_every_public_name_resolves_and_is_typed():
 
 
 def test_importing_kbseek_loads_no_stack():
-    code = "import sys, kbseek, kbseek.core.analysis; print(sorted(m for m in ('sqlalchemy', 'fastapi', 'numpy') if m in sys.modules))"
+    code = (
+        "import sys, kbseek, kbseek.core.analysis; "
+        "print(sorted(m for m in ('sqlalchemy', 'fastapi', 'numpy') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import httpx
-from conftest import ROOT
 from serving import free_port
+from support import ROOT
 
 QUICKSTART = """\
 export KBSEEK_HOME="$(mktemp -d)"                          # a fresh data home (make run serves ./.kbseek)
@@ -41,7 +41,7 @@ kbseek docs delete api/payment-errors.md
 kbseek ingest examples/knowledge_base --prune --json       # sync the folder (the deleted file comes back); --json for machines
 kbseek doctor --fix && kbseek backup "$KBSEEK_HOME.tar.gz"  # drift check and repair; online backup
 kbseek eval run examples/eval/golden-cases.json --split dev --policy hybrid --policy lexical  # with 95% CIs
-"""
+"""  # noqa: E501 - verbatim from the README
 
 SERVE = """\
 kbseek serve --port 8000                                   # REST API, /mcp, /metrics and the web console at /

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from tests.conftest import SHARED_DATA
+from support import SHARED_DATA
 
 PROMETHEUS = SHARED_DATA / "prometheus-operator-runbooks" / "docs"
 SUPERBIZ = SHARED_DATA / "superbizagent-runbooks" / "docs"

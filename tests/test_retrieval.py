@@ -6,11 +6,11 @@ import json
 
 import jsonschema
 import pytest
+from support import EXAMPLES, ROOT, doc
 
 from kbseek.errors import QueryError
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
-from tests.conftest import EXAMPLES, ROOT, doc
 
 PAY = doc(
     "支付网关错误码定义",

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import anyio
 import httpx
 import pytest
-from conftest import EXAMPLES
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from serving import KBSEEK, running_server
+from support import EXAMPLES
 from typer.testing import CliRunner
 
 from kbseek.interfaces.cli import app
@@ -57,7 +57,10 @@ def test_rest_over_a_real_socket(server):
             "files",
             (
                 "srv.md",
-                "---\ntitle: 服务器测试\nkeywords: [SRV_E777]\nsummary: s\n---\n# 服务器测试\n\nSRV_E777 出现时重启。".encode(),
+                (
+                    "---\ntitle: 服务器测试\nkeywords: [SRV_E777]\nsummary: s\n---\n"
+                    "# 服务器测试\n\nSRV_E777 出现时重启。"
+                ).encode(),
             ),
         )
     ]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from support import doc, write
 
 from kbseek.errors import NotFoundError
 from kbseek.service import KnowledgeBase
-from tests.conftest import doc, write
 
 GOOD = doc(
     "支付网关错误码定义",

@@ -12,8 +12,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 from serving import KBSEEK, console_script
+from support import ROOT
 
 SOURCES = sorted(
     p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")] if p != Path(__file__).resolve()

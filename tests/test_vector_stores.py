@@ -1,6 +1,8 @@
-"""One conformance suite for every VectorStore: the in-process store and Milvus (Lite, real)."""
+"""One conformance suite for every VectorStore: the in-process store, Milvus Lite and a Milvus server (all real)."""
 
 from __future__ import annotations
+
+import uuid
 
 import numpy as np
 import pytest
@@ -33,10 +35,13 @@ def basis(i: int, noise: float = 0.0) -> list[float]:
     return vector
 
 
-@pytest.fixture(params=["local", "milvus"])
+@pytest.fixture(params=["local", "milvus", pytest.param("milvus-server", marks=pytest.mark.slow)])
 def store(request, tmp_path) -> VectorStore:
     if request.param == "local":
         made: VectorStore = LocalVectorStore(dim=DIM)
+    elif request.param == "milvus-server":  # a collection of its own on the session's server (tests/milvus_server.py)
+        uri = request.getfixturevalue("milvus_server").uri
+        made = MilvusVectorStore(uri=uri, dim=DIM, model_id=f"conformance-{uuid.uuid4().hex[:8]}")
     else:
         made = MilvusVectorStore(uri=str(tmp_path / "milvus.db"), dim=DIM, model_id="conformance")
     yield made

@@ -227,8 +227,10 @@ def public_message(code: str, message: str, reference: str) -> str:
     """What a client is told of an error: the message, or for a failure inside the server (``INTERNAL_FAILURES``)
     a clean sentence pointing at the log line (``reference``, e.g. the request id) that has the details.
 
-    >>> public_message("storage_error", "could not store a.md: IntegrityError [SQL: INSERT ...]", "a1b2c3d4")
-    'the knowledge base could not store or read the data; nothing half-written was kept (details in the server log, request a1b2c3d4)'
+    >>> print(public_message("storage_error", "could not store a.md: IntegrityError [SQL: INSERT ...]", "a1b2c3d4"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    the knowledge base could not store or read the data; nothing half-written was kept
+    (details in the server log, request a1b2c3d4)
     >>> public_message("not_found", "no document 'a.md'", "a1b2c3d4")
     "no document 'a.md'"
     """

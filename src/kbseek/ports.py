@@ -11,6 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kbseek.core.models import StoredDocument
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -31,7 +33,8 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:
-    """One chunk's vector with the metadata a vector store filters and shows (``_source``, ``_file_name``, category, …)."""
+    """One chunk's vector with the metadata a vector store filters and shows (``_source``, ``_file_name``,
+    category, …)."""
 
     chunk_id: str
     vector: np.ndarray
@@ -85,6 +88,47 @@ class VectorStore(Protocol):
     def count(self) -> int: ...
 
     def close(self) -> None: ...
+
+
+class IndexSource(Protocol):
+    """What the in-memory indexes read from the database, the system of record (``kbseek.retrieval.indexes``).
+
+    * ``version`` is a change counter every document write bumps: equal counters mean equal documents.
+    * ``states`` maps every document id to its content hash; ``load`` returns documents with their chunks, those
+      of ``document_ids`` or all of them.
+    * ``tokens`` returns the analysed tokens cached for the chunks of ``document_ids`` (all when ``None``) as
+      ``{chunk id: (analyser version, tokens)}``; ``save_tokens`` and ``retag_tokens`` keep that cache, and may
+      skip writing (a read-only opening does): it only saves analysing again.
+    """
+
+    def version(self) -> int: ...
+
+    def states(self) -> dict[str, str]: ...
+
+    def load(self, document_ids: list[str] | None = None) -> list[StoredDocument]: ...
+
+    def tokens(self, document_ids: list[str] | None = None) -> dict[str, tuple[str, list[str]]]: ...
+
+    def save_tokens(self, rows: list[tuple[str, str, list[str]]]) -> None: ...
+
+    def retag_tokens(self, old_version: str, new_version: str) -> None: ...
+
+
+class EmbeddingCache(Protocol):
+    """Vectors already computed, kept in the database so that no text is embedded twice (``retrieval.vectors``).
+
+    * ``vectors`` returns the float32 bytes cached for ``model_id`` by input-text hash, for the hashes it has.
+    * ``save_vectors`` caches more; it may skip writing (a cache), never raise for a storage failure.
+    * ``meta``/``set_meta`` hold small notes, such as the embedding model the knowledge base last used.
+    """
+
+    def vectors(self, model_id: str, hashes: list[str]) -> dict[str, bytes]: ...
+
+    def save_vectors(self, model_id: str, dim: int, rows: dict[str, bytes]) -> None: ...
+
+    def meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
 
 
 class SessionLedger(Protocol):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,33 +17,31 @@ from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.sessions import SessionStore
-from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document, shared_keywords
-from kbseek.core.frontmatter import parse_frontmatter
-from kbseek.core.ids import sha256_hex
+from kbseek.core.document import keyword_lint
 from kbseek.core.models import StoredDocument
-from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
 from kbseek.core.relevance import Thresholds
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
-from kbseek.errors import HomeInUse, KbseekError, NotFoundError, StorageError
-from kbseek.home.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
-from kbseek.home.ownership import owner_of
+from kbseek.errors import NotFoundError
+from kbseek.home.ingest import FileReport, IngestReport
+from kbseek.home.ownership import refuse_if_owned
 from kbseek.home.readonly import read_only_parts
+from kbseek.home.repair import drift, repair
 from kbseek.home.writelocks import WriteLocks
+from kbseek.home.writer import DocumentWriter, ProgressCallback, chunking_config, log_scan
 from kbseek.lookup.config import LookupConfig, fusion_config
 from kbseek.lookup.tool import IndexRecall, LookupTool
+from kbseek.lookup.trace import session_trace
 from kbseek.lookup.types import LookupRequest, LookupResponse
-from kbseek.observability.logs import current_actor, current_request_id, request_scope
+from kbseek.observability.logs import request_scope
 from kbseek.observability.metrics import Telemetry
-from kbseek.observability.redact import redact
+from kbseek.observability.readiness import readiness_report
 from kbseek.retrieval import recall as retrieval
-from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.sections import section_reference
-from kbseek.retrieval.vectors import open_dense
 from kbseek.settings import Settings
+from kbseek.wiring import open_indexes
 
 log = logging.getLogger("kbseek")
-ProgressCallback = Callable[[FileReport, int, int], None]
 T = TypeVar("T")
 
 
@@ -76,14 +73,7 @@ class KnowledgeBase:
         self.repository = repository
         self.files = files
         self.writes = WriteLocks(settings.home / "locks")  # writes of one path take turns; a repair runs alone
-        self.indexes = Indexes(
-            repository,
-            k1=settings.bm25_k1,
-            b=settings.bm25_b,
-            dense=open_dense(settings, repository),
-            retry_s=settings.dense_retry_s,
-            retry_max_s=settings.dense_retry_max_s,
-        )
+        self.indexes = open_indexes(settings, repository)  # the embedder and vector store the settings name
         self.sessions = SessionStore(repository.engine)
         self.telemetry = Telemetry()
         self.invocations = InvocationStore(
@@ -104,14 +94,14 @@ class KnowledgeBase:
             invocations=self.invocations,
             telemetry=self.telemetry,
         )
-        self.chunking = ChunkingConfig(
-            chunk_size=settings.chunk_size,
-            overlap=settings.chunk_overlap,
-            max_file_bytes=settings.max_file_bytes,
-            max_chunks=settings.max_chunks_per_document,
-            max_headings=settings.max_headings_per_document,
-            max_keywords=settings.max_keywords_per_document,
-            max_frontmatter_values=settings.max_frontmatter_values,
+        self.chunking = chunking_config(settings)
+        self.writer = DocumentWriter(
+            repository=repository,
+            files=files,
+            writes=self.writes,
+            audit=self.audit,
+            telemetry=self.telemetry,
+            chunking=self.chunking,
         )
 
     @classmethod
@@ -132,7 +122,7 @@ class KnowledgeBase:
                 kb = cls(*read_only_parts(settings))
                 repaired: dict[str, int] = {}
             else:
-                _refuse_if_owned(settings.home)
+                refuse_if_owned(settings.home)
                 engine = make_engine(settings.database_url)
                 if migrate_schema:
                     migrate.upgrade(engine)
@@ -144,11 +134,7 @@ class KnowledgeBase:
                 kb.indexes.vectors_in_background()
             if settings.scan_dirs and not read_only:
                 report = kb.ingest(list(settings.scan_dirs), prune=settings.scan_prune)
-                for file in report.files:
-                    for warning in file.warnings:
-                        log.warning("scan: %s", warning)
-                    if file.status == "failed":
-                        log.warning("scan: %s failed: %s", file.source, file.reason)
+                log_scan(report)
             log.info(
                 "knowledge base loaded%s: documents=%d chunks=%d repaired=%s time=%.0fms",
                 " read-only" if read_only else "",
@@ -194,26 +180,7 @@ class KnowledgeBase:
         with request_scope() as request_id:
             started = time.perf_counter()
             report = IngestReport(request_id=request_id)
-            if category is not None:
-                category = safe_category(category)
-            plan = plan_ingest(inputs)
-            for missing in plan.missing:
-                report.files.append(
-                    FileReport(source=missing, status="failed", reason="no such file or folder", error_code="not_found")
-                )
-            known = self.repository.hashes()
-            total = len(plan.files)
-            seen: set[str] = set()
-            for done, planned in enumerate(plan.files, 1):
-                file_report = self._ingest_file(planned, category, known)
-                if file_report.path:
-                    seen.add(file_report.path)
-                report.files.append(file_report)
-                if on_file is not None:
-                    on_file(file_report, done, total)
-            if prune:
-                self._prune(plan.roots, seen, known, report)
-                report.prune_skipped = [f"{root}: {why}" for root, why in plan.incomplete.items()]
+            self.writer.ingest(inputs, report, category=category, prune=prune, on_file=on_file)
             report.lint = self.lint()
             self.indexes.refresh()
             report.duration_ms = (time.perf_counter() - started) * 1000
@@ -231,15 +198,7 @@ class KnowledgeBase:
         with request_scope() as request_id:
             started = time.perf_counter()
             report = IngestReport(request_id=request_id)
-            known = self.repository.hashes()
-            for path, data in documents:
-                source = f"{origin}#{path}"
-                file_report = FileReport(source=source, status="failed", path=path)
-                try:
-                    self._store_if_changed(data, path, None, source, known, file_report)
-                except KbseekError as exc:
-                    file_report.reason, file_report.error_code = str(exc), exc.code
-                report.files.append(file_report)
+            self.writer.ingest_documents(documents, origin=origin, report=report)
             self.indexes.refresh()
             report.duration_ms = (time.perf_counter() - started) * 1000
             return report
@@ -247,15 +206,7 @@ class KnowledgeBase:
     def upload(self, data: bytes, file_name: str, *, category: str | None = None) -> FileReport:
         """Store one document from bytes as ``{category}/{file_name}`` (what the API's upload does)."""
         with request_scope():
-            report = FileReport(source=file_name, status="failed")
-            try:
-                path = self._single_file_path(data, file_name, category)
-                report.path = path
-                self._store(data, path, category, None, report, source=file_name)
-            except KbseekError as exc:
-                report.reason, report.error_code = str(exc), exc.code
-                log.warning("upload failed: %s", exc)
-                self._rejected(report.path or file_name, str(exc), len(data))
+            report = self.writer.upload(data, file_name, category=category)
             self.indexes.refresh()
             return report
 
@@ -264,162 +215,15 @@ class KnowledgeBase:
 
         A document deleted meanwhile stays deleted: ``NotFoundError``, decided in the write's own transaction."""
         with request_scope():
-            if self.repository.get(path) is None:
-                raise _no_document(path)
-            report = FileReport(source=path, status="failed", path=path)
-            try:
-                self._store(data, path, None, None, report, source=path, must_exist=True)
-            except NotFoundError:
-                raise
-            except KbseekError as exc:
-                report.reason, report.error_code = str(exc), exc.code
-                log.warning("replace failed: %s", exc)
-                self._rejected(path, str(exc), len(data))
+            report = self.writer.replace(path, data)
             self.indexes.refresh()
             return report
 
     def delete(self, path: str) -> None:
         """Remove a document: its rows, then its stored original (both while holding the path)."""
         with request_scope():
-            with self.writes.writing(path):
-                if not self.repository.delete(path, audit=self._audit_fields()):
-                    raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
-                try:
-                    self.files.delete(path)
-                except StorageError as exc:  # the document is gone; the next repair moves the file aside
-                    log.warning("document deleted, its original stays until the next repair: %s", exc)
-            self.telemetry.observe_write("deleted")
+            self.writer.delete(path)
             self.indexes.refresh()
-            log.info("document deleted: path=%s", path)
-
-    def _ingest_file(
-        self, planned: PlannedFile, category: str | None, known: dict[str, tuple[str, str | None]]
-    ) -> FileReport:
-        source = str(planned.file)
-        report = FileReport(source=source, status="failed")
-        try:
-            data = planned.file.read_bytes()
-            if planned.relative is None:
-                path = self._single_file_path(data, planned.file.name, category)
-            else:
-                path = planned.relative
-            report.path = path
-            self._store_if_changed(data, path, category, source, known, report)
-        except OSError as exc:
-            report.reason, report.error_code = f"{source}: cannot read: {exc.strerror}", "io_error"
-        except KbseekError as exc:
-            report.reason, report.error_code = str(exc), exc.code
-        if report.status == "failed":
-            log.info("ingest failed: %s", report.reason)
-            self._rejected(report.path or source, report.reason or "", _size(planned.file))
-        return report
-
-    def _store_if_changed(
-        self,
-        data: bytes,
-        path: str,
-        category: str | None,
-        source: str,
-        known: dict[str, tuple[str, str | None]],
-        report: FileReport,
-    ) -> None:
-        stored = known.get(path)
-        if stored is not None and stored[0] == sha256_hex(data) and stored[1] == source:
-            report.status = "unchanged"
-        else:
-            self._store(data, path, category, source, report, source=source)
-
-    def _single_file_path(self, data: bytes, file_name: str, category: str | None) -> str:
-        if category is None:
-            text = decode_markdown(data, source=file_name, max_bytes=self.settings.max_file_bytes)
-            category = parse_frontmatter(text, source=file_name, file_name=file_name).category
-        return upload_path(file_name, category or DEFAULT_CATEGORY)
-
-    def _store(
-        self,
-        data: bytes,
-        path: str,
-        category: str | None,
-        origin: str | None,
-        report: FileReport,
-        *,
-        source: str,
-        must_exist: bool = False,
-    ) -> None:
-        timings: dict[str, float] = {}
-        doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
-        started = time.perf_counter()
-        parse_ms = timings["parse_ms"] + timings["chunk_ms"]
-        # The original goes first (atomically), then the database commits: a full disk refuses the write before
-        # anything is stored, and a failed commit puts the previous original back. A crash between the two
-        # leaves an original ahead of the database, which start-up repair rewrites from the database. All of
-        # it holds the path, so another write of it (or a repair) never runs in between.
-        with self.writes.writing(path):
-            previous = self.files.read(path)
-            if previous != data:
-                self.files.write(path, data)
-            try:
-                report.status = self.repository.save(
-                    doc, origin=origin, must_exist=must_exist, audit=self._audit_fields(len(data), parse_ms)
-                )
-                if report.status == "missing":
-                    raise _no_document(path)
-            except BaseException:
-                if previous is None:
-                    self.files.delete(path)
-                elif previous != data:
-                    self.files.write(path, previous)
-                raise
-        if report.status != "unchanged":
-            self.telemetry.observe_write(report.status, parse_ms)
-        timings["store_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        report.document_id, report.chunks, report.warnings = doc.id, len(doc.chunks), list(doc.warnings)
-        report.timings_ms = timings
-        log.info(
-            "document %s: path=%s chunks=%d parse=%.1fms chunk=%.1fms store=%.1fms",
-            report.status,
-            path,
-            len(doc.chunks),
-            timings["parse_ms"],
-            timings["chunk_ms"],
-            timings["store_ms"],
-        )
-        for warning in doc.warnings:  # also in the report; start-up scans log them as warnings
-            log.info("%s", warning)
-
-    @staticmethod
-    def _audit_fields(size_bytes: int | None = None, duration_ms: float | None = None) -> dict[str, Any]:
-        actor, key_id = current_actor()
-        return {
-            "actor": actor,
-            "key_id": key_id,
-            "request_id": current_request_id(),
-            "size_bytes": size_bytes,
-            "duration_ms": duration_ms,
-        }
-
-    def _rejected(self, path: str, reason: str, size_bytes: int | None) -> None:
-        fields = self._audit_fields(size_bytes)
-        self.audit.record_rejection(
-            path,
-            reason,
-            actor=fields["actor"],
-            key_id=fields["key_id"],
-            request_id=fields["request_id"],
-            size_bytes=size_bytes,
-        )
-        self.telemetry.observe_write("rejected")
-
-    def _prune(
-        self, roots: list[Path], seen: set[str], known: dict[str, tuple[str, str | None]], report: IngestReport
-    ) -> None:
-        for root in roots:
-            prefix = f"{root}/"
-            for path, (_, origin) in sorted(known.items()):
-                if origin and origin.startswith(prefix) and path not in seen and not Path(origin).exists():
-                    self.delete(path)
-                    report.pruned.append(path)
-                    log.info("pruned: %s (its file %s is gone)", path, origin)
 
     # -- retrieval ----------------------------------------------------------------------
 
@@ -452,44 +256,13 @@ class KnowledgeBase:
 
     def trace(self, session_id: str) -> dict[str, Any]:
         """A session's diagnosis trace: its calls in order with their evidence, and the documents it has seen."""
-        calls = self.invocations.list(session_id=session_id, limit=10_000)
-        if not calls:
-            raise NotFoundError(f"no lookup recorded for session {session_id!r}")
-        seen: dict[str, dict[str, Any]] = {}
         paths = {d.id: d.path for d in self.indexes.documents.values()}
-        for row in self.sessions.given(session_id):
-            entry = seen.setdefault(
-                row["document_id"],
-                {
-                    "document_id": row["document_id"],
-                    "path": paths.get(row["document_id"]),
-                    "first_call": row["call"],
-                    "anchors": [],
-                },
-            )
-            if row["anchor"] is not None:
-                entry["anchors"].append(row["anchor"])
-        return {
-            "session_id": session_id,
-            "calls": [
-                {
-                    "call": c["call"],
-                    "request_id": c["request_id"],
-                    "query": c["query"],
-                    "policy": c["policy"],
-                    "success": c["success"],
-                    "error": c["error"],
-                    "relevance_level": c["relevance_level"],
-                    "evidence_status": c["retrieval_details"].get("evidence_status"),
-                    "evidence": c["retrieval_details"].get("evidence", []),
-                    "deduplicated": c["retrieval_details"].get("deduplicated", []),
-                    "duration_ms": c["duration_ms"],
-                    "at": c["created_at"].isoformat(),
-                }
-                for c in calls
-            ],
-            "documents_seen": list(seen.values()),
-        }
+        return session_trace(
+            session_id,
+            calls=self.invocations.list(session_id=session_id, limit=10_000),
+            given=self.sessions.given(session_id),
+            paths=paths,
+        )
 
     def relevance_thresholds(self) -> Thresholds:
         """The calibrated thresholds of the embedding model in use (coverage only without one), with setting
@@ -541,15 +314,8 @@ class KnowledgeBase:
         return self.repository.list(category=category, limit=limit, offset=offset)
 
     def lint(self) -> list[dict[str, Any]]:
-        """Keywords several documents share: they make L0 hints ambiguous, so each should name one document."""
-        return [
-            {
-                "keyword": keyword,
-                "paths": paths,
-                "message": f"keyword {keyword!r} is shared by {len(paths)} documents: {', '.join(paths)}",
-            }
-            for keyword, paths in shared_keywords(self.repository.keywords()).items()
-        ]
+        """Keywords several documents share (``kbseek.core.document.keyword_lint``)."""
+        return keyword_lint(self.repository.keywords())
 
     def stats(self) -> dict[str, int]:
         return {
@@ -561,78 +327,30 @@ class KnowledgeBase:
     # -- repair --------------------------------------------------------------------------
 
     def drift(self) -> dict[str, list[str]]:
-        """Where the file store differs from the database (the system of record), without changing anything:
-        ``rewrite`` (originals missing or not matching the stored content), ``orphaned`` (files the database does
-        not know) and ``temp`` (half-written files, relative to the knowledge base folder).
-
-        Beside a live writer an upload in flight shows up here for a moment (its temp file, or its original just
-        before the database commits): a finding to re-check, never to act on while the writer runs.
-        """
-        known = self.repository.hashes()
-        rewrite = []
-        for path, (digest, _) in known.items():
-            data = self.files.read(path)
-            if data is not None and sha256_hex(data) == digest:
-                continue
-            if data is not None and data == (self.repository.content(path) or "").encode("utf-8"):
-                continue
-            rewrite.append(path)
-        orphaned = [path for path in self.files.paths() if path not in known]
-        temp = sorted(t.relative_to(self.files.root).as_posix() for t in self.files.temp_files())
-        return {"rewrite": rewrite, "orphaned": orphaned, "temp": temp}
+        """Where the file store differs from the database (the system of record), without changing anything
+        (``kbseek.home.repair.drift``)."""
+        return drift(self.repository, self.files)
 
     @_alone
     def repair(self, *, dry_run: bool = False) -> dict[str, int]:
-        """Make the file store match the database (the system of record) after a crash.
-
-        Missing or stale originals are rewritten from the stored content; files the database
-        does not know are moved to ``<home>/orphaned/`` (never deleted); temp files are removed.
-        With ``dry_run`` it only counts what it would do (:meth:`drift` names the files).
-        Only the owner of the data home repairs, when nothing else writes it (``kbseek.home.ownership``).
-        """
-        found = self.drift()
-        counts = {
-            "rewritten": len(found["rewrite"]),
-            "orphaned": len(found["orphaned"]),
-            "temp_removed": len(found["temp"]),
-        }
-        if dry_run:
-            return counts
-        counts["temp_removed"] = self.files.remove_temp_files()
-        for path in found["rewrite"]:
-            self.files.write(path, (self.repository.content(path) or "").encode("utf-8"))
-            log.warning("repair: rewrote the original of %s from the database", path)
-        for path in found["orphaned"]:
-            moved = self.files.move_out(path, self.settings.orphan_dir)
-            log.warning("repair: %s is not in the database; moved to %s", path, moved)
-        return counts
+        """Make the file store match the database after a crash (``kbseek.home.repair.repair``), holding the home
+        exclusively. Only the owner of the data home repairs (``kbseek.home.ownership``)."""
+        return repair(self.repository, self.files, self.settings.orphan_dir, dry_run=dry_run)
 
     # -- asked by the edges (REST, MCP) ---------------------------------------------------------
     # What the HTTP and MCP interfaces show beyond the methods above, so that they never read the repository,
     # the indexes, the telemetry or the record stores themselves.
 
     def readiness(self) -> dict[str, Any]:
-        """Whether this knowledge base can answer (``/ready``): ``ready`` when the database answers and the indexes
-        are loaded; ``degraded`` names the checks that fail while it still answers (an embedding server that has
-        not answered yet leaves the lexical lanes), ``checks`` each part's state, ``repaired_at_start`` what
-        :meth:`open` repaired."""
-        checks: dict[str, Any] = {}
-        try:
-            checks["database"] = {"ok": True, "documents": self.repository.count()}
-        except Exception as exc:  # shown to callers without a key: the class only, the details in the log
-            log.warning("readiness: the database check failed: %s", redact(str(exc)))
-            checks["database"] = {"ok": False, "error": type(exc).__name__}
+        """Whether this knowledge base can answer (``/ready``; ``kbseek.observability.readiness``)."""
         indexes = self.indexes
-        checks["vector_store"] = indexes.dense_status()
-        checks["indexes"] = {
-            "ok": indexes.version >= 0,
-            "version": indexes.index_version,
-            "documents": len(indexes.documents),
-            "chunks": len(indexes.chunks),
-        }
-        ok = checks["database"]["ok"] and checks["indexes"]["ok"]
-        degraded = [name for name, check in checks.items() if not check["ok"]] if ok else []
-        return {"ready": ok, "degraded": degraded, "checks": checks, "repaired_at_start": self.startup_repair}
+        loaded = {"version": indexes.index_version, "documents": len(indexes.documents), "chunks": len(indexes.chunks)}
+        return readiness_report(
+            count_documents=self.repository.count,
+            vector_store=indexes.dense_status(),
+            indexes={"ok": indexes.version >= 0, **loaded},
+            repaired=self.startup_repair,
+        )
 
     def metrics_exposition(self) -> bytes:
         """The Prometheus text exposition of this knowledge base's metrics, document and chunk gauges current."""
@@ -683,30 +401,6 @@ class KnowledgeBase:
     ) -> list[dict[str, Any]]:
         """The write audit: who changed which document and when."""
         return self.audit.list(path=path, since=since, action=action, limit=limit)
-
-    # -- end of what the edges ask --------------------------------------------------------------
-
-
-def _refuse_if_owned(home: Path) -> None:
-    """Opening to write (migrate, repair, index) a home another process owns would race it (``kbseek.home.ownership``)."""
-    owner = owner_of(home)
-    if owner is not None and owner.pid != os.getpid():
-        raise HomeInUse(
-            f"{home} is owned by {owner.describe()}",
-            owner=owner,
-            hint="open it read-only beside the owner: KnowledgeBase.open(settings, read_only=True)",
-        )
-
-
-def _no_document(path: str) -> NotFoundError:
-    return NotFoundError(f"no document with path {path!r}", hint="upload it first")
-
-
-def _size(file: Path) -> int | None:
-    try:
-        return file.stat().st_size
-    except OSError:
-        return None
 
 
 def _recall_policy(policy: str) -> str:

@@ -65,7 +65,8 @@ class Settings(BaseSettings):
     )
     vectors_in_background: bool = Field(
         default=False,
-        description="Embed changed documents in a worker thread: writes return once stored and lexically indexed (kbseek serve turns it on)",
+        description="Embed changed documents in a worker thread: writes return once stored and lexically indexed "
+        "(kbseek serve turns it on)",
     )
     golden_cases_file: Path | None = Field(
         default=None, description="Golden cases the console shows and adds to; default <home>/golden-cases.json"
@@ -76,7 +77,7 @@ class Settings(BaseSettings):
     invocation_retention_days: int = Field(
         default=30,
         ge=0,
-        description="Tool invocations older than this are pruned (at start-up and then hourly by the writer); 0 keeps all",
+        description="Tool invocations older than this are pruned (at start-up, then hourly by the writer); 0 keeps all",
     )
     bm25_k1: float = Field(default=1.2, ge=0, le=5, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")

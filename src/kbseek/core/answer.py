@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbseek.core.models import Chunk, DocumentCard
-from kbseek.core.relevance import DEDUPED, LEVEL_ORDER, NO_CONFIDENT_MATCH, REFERENCE, strongest
+from kbseek.core.relevance import (  # HIGHLY_RELEVANT: used by the doctests
+    DEDUPED,
+    HIGHLY_RELEVANT,  # noqa: F401
+    LEVEL_ORDER,
+    NO_CONFIDENT_MATCH,
+    REFERENCE,
+    strongest,
+)
 from kbseek.core.results import LaneScore
 
 LONG_DOCUMENT_CHARS = 3000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import document_id, sha256_hex
@@ -151,7 +152,8 @@ def parse_document(
 
 
 def shared_keywords(keywords_by_path: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
-    """Keywords (case-insensitive) that more than one document declares (``kbseek docs lint``): an L0 hint on it cannot tell them apart.
+    """Keywords (case-insensitive) that more than one document declares (``kbseek docs lint``): an L0 hint on
+    one of them cannot tell those documents apart.
 
     >>> shared_keywords({"a.md": ("超时", "x"), "b.md": ("超时",)})
     {'超时': ['a.md', 'b.md']}
@@ -159,6 +161,22 @@ def shared_keywords(keywords_by_path: dict[str, tuple[str, ...]]) -> dict[str, l
     owners: dict[str, tuple[str, list[str]]] = {}
     for path in sorted(keywords_by_path):
         for keyword in keywords_by_path[path]:
-            display, paths = owners.setdefault(keyword.casefold(), (keyword, []))
+            _, paths = owners.setdefault(keyword.casefold(), (keyword, []))
             paths.append(path)
     return {display: paths for display, paths in owners.values() if len(paths) > 1}
+
+
+def keyword_lint(keywords_by_path: dict[str, tuple[str, ...]]) -> list[dict[str, Any]]:
+    """:func:`shared_keywords` as lint items: each should name one document, or L0 hints on it are ambiguous.
+
+    >>> keyword_lint({"a.md": ("超时",), "b.md": ("超时",)})[0]["message"]
+    "keyword '超时' is shared by 2 documents: a.md, b.md"
+    """
+    return [
+        {
+            "keyword": keyword,
+            "paths": paths,
+            "message": f"keyword {keyword!r} is shared by {len(paths)} documents: {', '.join(paths)}",
+        }
+        for keyword, paths in shared_keywords(keywords_by_path).items()
+    ]

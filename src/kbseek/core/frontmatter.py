@@ -35,7 +35,8 @@ def parse_frontmatter(
     malformed YAML raises :class:`FrontmatterError` naming ``source`` and the file line, and so do more than
     ``max_keywords`` keywords or ``max_values`` fields and list items (all levels) when those are given.
 
-    >>> fm = parse_frontmatter("---\\ntitle: T\\nkeywords: a, b\\nsummary: S\\n---\\nbody", source="x.md", file_name="x.md")
+    >>> text = "---\\ntitle: T\\nkeywords: a, b\\nsummary: S\\n---\\nbody"
+    >>> fm = parse_frontmatter(text, source="x.md", file_name="x.md")
     >>> fm.title, fm.keywords, fm.body_line
     ('T', ('a', 'b'), 6)
     """

@@ -326,7 +326,7 @@ def _blocks(text: str, start: int, end: int) -> list[_Block]:
             and not text[previous.start : previous.end].endswith(("\n\n", "\n\r\n"))
             and previous.kind != "code"
         )
-        if continues:
+        if continues and previous is not None:
             blocks[-1] = _Block(previous.start, position, kind)
         else:
             blocks.append(_Block(line_start, position, kind))

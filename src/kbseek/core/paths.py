@@ -44,7 +44,7 @@ def safe_document_path(raw: str) -> str:
     >>> safe_document_path("../etc/passwd")
     Traceback (most recent call last):
     kbseek.errors.UnsafePathError: document path '../etc/passwd' has an empty, '.' or '..' part (hint: use a plain relative path such as 'api/payment-errors.md')
-    """
+    """  # noqa: E501 - the doctest shows the whole message
     if not isinstance(raw, str) or not raw:
         raise UnsafePathError("document path is empty")
     if len(raw) > MAX_PATH_CHARS:

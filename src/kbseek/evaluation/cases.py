@@ -198,6 +198,12 @@ def add_case(path: Path, case: Case) -> None:
     except ValueError as exc:
         raise DatasetError(f"case {case.id}: {exc}") from None
     cases.cases.append(case)
+    write_case_file(path, cases)
+
+
+def write_case_file(path: Path, cases: CaseFile) -> None:
+    """Write a case file whole or not at all (a temp file renamed over it): a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(
         json.dumps(cases.model_dump(exclude_defaults=False), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"

@@ -67,14 +67,28 @@ THROUGH_SERVER = {
 def busy_message(owner: Owner, home: Path, command: str) -> str:
     """One line: who owns the home and what to do instead.
 
-    >>> busy_message(Owner(7, "kbseek serve", "http://127.0.0.1:8000"), Path("kb"), "reindex")
-    "'kbseek reindex' writes kb, which kbseek serve (pid 7, http://127.0.0.1:8000) owns: reindex through it (POST http://127.0.0.1:8000/api/reindex), or stop the server first"
+    >>> message = busy_message(Owner(7, "kbseek serve", "http://127.0.0.1:8000"), Path("kb"), "reindex")
+    >>> for part in message.split(": ", 1):
+    ...     print(part)
+    'kbseek reindex' writes kb, which kbseek serve (pid 7, http://127.0.0.1:8000) owns
+    reindex through it (POST http://127.0.0.1:8000/api/reindex), or stop the server first
     """
     if owner.url:
         via = THROUGH_SERVER.get(command)
         todo = f"{via.format(url=owner.url)}, or stop the server first" if via else "stop the server first"
         return f"'kbseek {command}' writes {home}, which {owner.describe()} owns: {todo}"
     return f"'kbseek {command}' writes {home}, which {owner.describe()} is writing: wait for it to finish"
+
+
+def refuse_if_owned(home: Path) -> None:
+    """Opening to write (migrate, repair, index) a home another process owns would race it."""
+    owner = owner_of(home)
+    if owner is not None and owner.pid != os.getpid():
+        raise HomeInUse(
+            f"{home} is owned by {owner.describe()}",
+            owner=owner,
+            hint="open it read-only beside the owner: KnowledgeBase.open(settings, read_only=True)",
+        )
 
 
 def lock_path(home: Path) -> Path:

@@ -37,9 +37,9 @@ from kbseek.lookup.schema import (
     SECTION,
     TOOLS,
     SectionRequest,
-    annotations,
     input_schema,
     parse_request,
+    tool_annotations,
 )
 from kbseek.observability.logs import current_request_id, request_scope
 from kbseek.observability.redact import redact
@@ -187,7 +187,7 @@ def _tool(name: str, handler: Callable[[dict[str, Any]], CallToolResult]) -> Too
                 log.info("mcp tool %s refused: %s", name, redact(str(exc)))
                 return _error_result(exc)
 
-    hints = annotations(name)
+    hints = tool_annotations(name)
     return Tool(
         fn=run,
         name=name,
@@ -196,6 +196,7 @@ def _tool(name: str, handler: Callable[[dict[str, Any]], CallToolResult]) -> Too
         parameters=input_schema(name),
         fn_metadata=FuncMetadata(arg_model=_RawArguments),
         is_async=False,  # sync: run on a worker thread
+        context_kwarg=None,
         annotations=ToolAnnotations(
             read_only_hint=hints["readOnlyHint"],
             destructive_hint=hints["destructiveHint"],

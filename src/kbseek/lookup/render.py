@@ -1,5 +1,6 @@
 """``lookup_knowledge`` responses as JSON (``schemas/lookup-answer.schema.json``), as text for an LLM's
-context, and in the legacy shape older agents of the original service read (``found`` / ``primary`` / ``supplement``)."""
+context, and in the legacy shape older agents of the original service read (``found`` / ``primary`` /
+``supplement``)."""
 
 from __future__ import annotations
 

@@ -148,11 +148,11 @@ def mcp_tool_definition(name: str = LOOKUP) -> dict[str, Any]:
         "title": spec.title,
         "description": spec.description,
         "inputSchema": input_schema(name),
-        "annotations": annotations(name),
+        "annotations": tool_annotations(name),
     }
 
 
-def annotations(name: str) -> dict[str, bool]:
+def tool_annotations(name: str) -> dict[str, bool]:
     """MCP tool hints: every tool only reads the knowledge base (lookups record a trace, which changes nothing
     an agent could observe besides session dedup) and reaches nothing outside it."""
     return {

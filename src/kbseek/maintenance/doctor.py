@@ -20,15 +20,28 @@ from kbseek.maintenance.schema import status
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX, has_summary_vector
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
+from kbseek.wiring import load_embedder, open_milvus
 
 
 def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check schema, files, indexes and vectors against the database; with ``fix``, repair what drifted.
 
-    Without ``fix`` nothing is written: what a repair would do is reported as findings (``ok`` false). ``vectors``
-    is the vector check made elsewhere (:func:`check_home`) when ``kb`` was opened read-only and its dense lane,
-    if any, is only an in-process copy.
+    Without ``fix`` nothing is written: what a repair would do is reported as findings (``ok`` false), and a write
+    in flight may show up among them for a moment. ``vectors`` is the vector check made elsewhere
+    (:func:`check_home`) when ``kb`` was opened read-only and its dense lane, if any, is only an in-process copy.
+
+    With ``fix`` it holds the home alone throughout (``kb.writes.repairing()``, as ``reindex`` does): the documents
+    it reads and the vectors it lists are of one moment. Without that, a document uploaded and embedded by the
+    vector worker between the two reads would be taken for an orphan and lose its vectors
+    (``tests/test_vector_pipeline.py``).
     """
+    if not fix:
+        return _doctor(kb, fix=False, vectors=vectors)
+    with kb.writes.repairing():
+        return _doctor(kb, fix=True, vectors=vectors)
+
+
+def _doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None) -> dict[str, Any]:
     started = time.perf_counter()
     checks: dict[str, Any] = {}
     current, head = migrate.current(kb.repository.engine), migrate.head()
@@ -49,6 +62,8 @@ def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = Non
         "found": {k: v for k, v in found.items() if v},
     }
     kb.indexes.refresh(force=fix)
+    if fix:  # the vectors of every change the worker was handed are made before they are compared
+        kb.indexes.wait_for_vectors()
     documents = {d.id: d for d in kb.repository.load()}
     chunk_ids = {c.id for d in documents.values() for c in d.chunks}
     indexed = set(kb.indexes.chunks)
@@ -64,6 +79,8 @@ def doctor(kb: KnowledgeBase, *, fix: bool, vectors: dict[str, Any] | None = Non
         checks["vectors"] = vectors
     elif dense is None:
         checks["vectors"] = {"ok": True, "note": "no dense lane (embedder none)"}
+    elif not dense.available:
+        checks["vectors"] = {"ok": False, "reason": dense.reason, "pending": kb.indexes.dense_pending}
     else:
         expected = expected_vector_ids(documents.values(), summaries=dense.summaries)
         present = dense.store.ids()
@@ -174,25 +191,14 @@ def _vectors_at_rest(settings: Settings, documents: list[StoredDocument], owner:
             "store": "local",
             "note": "in-process store, filled from the embedding cache at every start",
         }
-    # Imported here: the embedding stack and pymilvus load only when a check needs them (start-up cost)
-    from kbseek.adapters.embedders import load_embedder
-    from kbseek.adapters.vectors_milvus import MilvusVectorStore
-
-    embedder: Any = load_embedder(
-        settings.embedder, url=settings.embedder_url, model=settings.embedder_model, api_key=settings.embedder_api_key
-    )
+    embedder = load_embedder(settings)
+    assert embedder is not None  # the embedder is not "none" (above)
     expected = expected_vector_ids(documents, summaries=settings.embed_summaries)
     target = settings.milvus_target
     if not settings.milvus_uri and not Path(target).exists():
         return compare_vectors("milvus", set(), expected) | {"note": f"no Milvus Lite data at {target}"}
     try:
-        store = MilvusVectorStore(
-            uri=target,
-            dim=embedder.dim,
-            model_id=f"{embedder.model_id}|{settings.embedding_input}",
-            token=settings.milvus_token,
-            create=False,
-        )
+        store = open_milvus(settings, embedder, create=False)
     except KbseekError as exc:
         return {"ok": False, "store": "milvus", "missing": len(expected), "error": exc.message}
     try:

@@ -60,7 +60,7 @@ def refusal(owner: Owner, home: Path) -> str:
     'kb is already served by kbseek serve (pid 7, http://127.0.0.1:8000): use that server, or stop it first (one server per data home; --home picks another)'
     >>> refusal(Owner(9, "kbseek ingest"), Path("kb"))
     'kb is being written by kbseek ingest (pid 9): wait for it to finish, then start the server'
-    """
+    """  # noqa: E501 - the doctest shows the whole message
     if owner.url:
         return (
             f"{home} is already served by {owner.describe()}: use that server, or stop it first "

@@ -14,15 +14,17 @@ def reindex(kb: KnowledgeBase) -> dict[str, Any]:
     embedding cache; only texts never embedded are embedded).
 
     It holds the home alone (``kb.writes.repairing()``) throughout: writes wait for it, and it waits for the
-    writes in flight, so no upload's original is taken for an orphan and no new document's vectors for stale ones."""
+    writes in flight, so no upload's original is taken for an orphan and no new document's vectors for stale ones
+    (the documents it reads and the vectors it lists are of one moment: ``tests/test_vector_pipeline.py``)."""
     started = time.perf_counter()
     with kb.writes.repairing():
         repaired = kb.repair()
         kb.indexes.refresh(force=True)
+        kb.indexes.wait_for_vectors()  # the worker's changes first: nothing is embedded twice at once
         documents = kb.repository.load()
         vectors = 0
         dense = kb.indexes.dense
-        if dense is not None:
+        if dense is not None and dense.available:
             expected = expected_vector_ids(documents, summaries=dense.summaries)
             dense.sync(documents, sorted(dense.store.ids() - expected), first=False)
             vectors = len(dense.store.ids())

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kbseek.retrieval.pending import PendingVectors
+
 log = logging.getLogger("kbseek")
 
 
@@ -21,21 +23,24 @@ class DenseWorker:
     """
     ``sync(loaded documents, removed chunk ids, removed document ids)`` does the work; ``retry_in()`` says in how
     many seconds a retry of failed work is due (``None``: nothing to retry), and an empty ``sync`` runs then.
-    ``stop_now`` is set by :meth:`stop` so that ``sync`` can stop between model calls.
+    ``stop_now`` is set by :meth:`stop` so that ``sync`` can stop between model calls. Submitted documents count
+    as queued in ``pending`` until the batch holding them is done (a failing ``sync`` marks them failed there
+    first); the queue's lock is taken before the pending lock, never the other way round.
     """
 
     def __init__(
         self,
         sync: Callable[[list[Any], list[str], list[str]], None],
         *,
+        pending: PendingVectors | None = None,
         retry_in: Callable[[], float | None] = lambda: None,
         stop_now: threading.Event | None = None,
     ) -> None:
         self._sync, self._retry_in = sync, retry_in
+        self.pending = pending if pending is not None else PendingVectors()
         self.stop_now = stop_now or threading.Event()
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # the queue and whether a batch is under way
         self._queue: list[tuple[list[Any], list[str], list[str]]] = []
-        self._inflight: set[str] = set()
         self._busy = False
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="kbseek-vectors", daemon=True)
@@ -44,13 +49,8 @@ class DenseWorker:
     def submit(self, loaded: Sequence[Any], removed_chunks: Sequence[str], gone: Sequence[str]) -> None:
         with self._cond:
             self._queue.append((list(loaded), list(removed_chunks), list(gone)))
-            self._inflight |= {d.id for d in loaded}
+            self.pending.queue(d.id for d in loaded)
             self._cond.notify_all()
-
-    def pending(self) -> set[str]:
-        """Documents whose vectors are queued or being made."""
-        with self._cond:
-            return set(self._inflight)
 
     def wait(self, timeout: float = 60.0) -> bool:
         """Until the queue is empty and the worker idle; False on timeout."""
@@ -105,6 +105,6 @@ class DenseWorker:
             finally:
                 with self._cond:  # every document of the batch is done, also one deleted before its turn
                     submitted = {d.id for docs, _, _ in batch for d in docs}
-                    self._inflight -= submitted - {d.id for docs, _, _ in self._queue for d in docs}
+                    self.pending.finish(submitted - {d.id for docs, _, _ in self._queue for d in docs})
                     self._busy = False
                     self._cond.notify_all()

@@ -3,10 +3,11 @@
 Vectors come from the embedding cache when the same input text was embedded by the same model
 before, so re-ingesting unchanged chunks embeds nothing. Each model has its own collection; when
 the configured model differs from the one the knowledge base last used, that is logged and the new
-collection is filled (re-embedding), never mixed. Mode ``auto`` uses Milvus and falls back to the
-in-process store when Milvus fails; the fallback is reported in every result. With a local Milvus
-Lite, queries are answered by an in-process mirror (Milvus Lite is pure Python and slower:
-``docs/benchmarks.md``); Milvus stays the persistent copy and the path to a server.
+collection is filled (re-embedding), never mixed. The embedder and the stores are chosen by
+``kbseek.wiring``: mode ``auto`` uses Milvus and falls back to the in-process store when Milvus fails
+(the fallback is reported in every result); with a local Milvus Lite, queries are answered by an
+in-process mirror (Milvus Lite is pure Python and slower: ``docs/benchmarks.md``), Milvus staying the
+persistent copy and the path to a server.
 """
 
 from __future__ import annotations
@@ -16,20 +17,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import numpy as np
 
-from kbseek.adapters.sql.repository import SqlRepository
-from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.core.modes import EMBEDDING_INPUTS
 from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError
-from kbseek.ports import Embedder, VectorHit, VectorRecord, VectorStore
-
-if TYPE_CHECKING:
-    from kbseek.settings import Settings
+from kbseek.ports import Embedder, EmbeddingCache, VectorHit, VectorRecord, VectorStore
 
 log = logging.getLogger("kbseek")
 INPUT_VARIANTS = EMBEDDING_INPUTS
@@ -68,17 +64,21 @@ class DenseResult:
 
 
 class DenseIndex:
-    """Owns the vector store(s) for one embedder and keeps them equal to the database's chunks."""
+    """Owns the vector store(s) for one embedder and keeps them equal to the database's chunks.
+
+    ``store`` persists the vectors; ``mirror``, when given, is an in-process copy that answers the queries (the
+    wiring gives one beside Milvus Lite). Which stores and which embedder is ``kbseek.wiring``'s choice."""
 
     available = True  # see DeferredDense
+    reason: str | None = None
 
     def __init__(
         self,
-        repository: SqlRepository,
+        repository: EmbeddingCache,
         embedder: Embedder,
         store: VectorStore,
         *,
-        mirror: LocalVectorStore | None = None,
+        mirror: VectorStore | None = None,
         variant: str = "full",
         fallback: str | None = None,
         summaries: bool = True,
@@ -114,7 +114,7 @@ class DenseIndex:
             records.update(self._summary_records([d for d in loaded if has_summary_vector(d)]))
         stale = list(removed) + [DOCUMENT_PREFIX + d for d in removed_documents]
         stale += [DOCUMENT_PREFIX + d.id for d in loaded if DOCUMENT_PREFIX + d.id not in records]
-        if first and self.store is not self.query_store:
+        if first:  # what a persistent store already holds is not sent again; its orphans go
             present = self.store.ids()
             stale += sorted(present - set(records))  # orphans left by a crash
             missing = [r for key, r in records.items() if key not in present]
@@ -236,87 +236,24 @@ class DenseIndex:
             store.close()
 
 
-def open_dense(settings: Settings, repository: SqlRepository) -> DenseIndex | DeferredDense | None:
-    """The dense lane the settings ask for, or ``None`` when ``embedder`` is ``none``.
-
-    An embedding server that does not answer at start-up gives a :class:`DeferredDense`: the lexical lanes
-    serve alone while it retries in the background."""
-    from kbseek.adapters.embedders import OpenAIEmbedder, load_embedder
-
-    embedder = load_embedder(
-        settings.embedder,
-        url=settings.embedder_url,
-        model=settings.embedder_model,
-        api_key=settings.embedder_api_key,
-        query_timeout=settings.embedder_query_timeout_s,
-        probe=False,
-    )
-    if embedder is None:
-        return None
-    if isinstance(embedder, OpenAIEmbedder):
-        try:
-            embedder.connect()
-        except EmbeddingError as exc:
-            log.warning(
-                "dense lane unavailable at start-up (%s); the lexical lanes answer alone and the "
-                "connection is retried in the background",
-                exc.message,
-            )
-            return DeferredDense(
-                embedder,
-                lambda: _open_dense(settings, repository, embedder.connect()),
-                exc.message,
-                variant=settings.embedding_input,
-            )
-    return _open_dense(settings, repository, embedder)
-
-
-def _open_dense(settings: Settings, repository: SqlRepository, embedder: Embedder) -> DenseIndex:
-    from kbseek.adapters.vectors_milvus import MilvusVectorStore
-
-    model = f"{embedder.model_id}|{settings.embedding_input}"
-    if settings.vector_store == "local":
-        return DenseIndex(
-            repository,
-            embedder,
-            LocalVectorStore(dim=embedder.dim),
-            variant=settings.embedding_input,
-            summaries=settings.embed_summaries,
-        )
-    try:
-        store = MilvusVectorStore(
-            uri=settings.milvus_target, dim=embedder.dim, model_id=model, token=settings.milvus_token
-        )
-    except KbseekError as exc:
-        if settings.vector_store == "milvus":
-            raise
-        note = f"vector store fallback: Milvus unavailable ({exc.message}); using the in-process store"
-        log.warning("%s", note)
-        return DenseIndex(
-            repository,
-            embedder,
-            LocalVectorStore(dim=embedder.dim),
-            variant=settings.embedding_input,
-            fallback=note,
-            summaries=settings.embed_summaries,
-        )
-    lite = not settings.milvus_uri or settings.milvus_uri.endswith(".db")
-    mirror = LocalVectorStore(dim=embedder.dim) if lite and settings.milvus_local_queries else None
-    return DenseIndex(
-        repository, embedder, store, mirror=mirror, variant=settings.embedding_input, summaries=settings.embed_summaries
-    )
-
-
 class DeferredDense:
     """The dense lane of an embedding server that has not answered yet: every search and sync raises
     :class:`EmbeddingError` (the lexical lanes answer; documents stay pending) until :meth:`connect` succeeds,
-    which the indexes try again with a growing delay (``Indexes._sync_dense``)."""
+    which the dense lane tries again with a growing delay (``vector_lane.VectorLane.sync``)."""
 
     fallback = None
     available = False
 
-    def __init__(self, embedder: Embedder, opener: Callable[[], DenseIndex], failure: str, *, variant: str) -> None:
-        self.embedder, self._opener = embedder, opener
+    def __init__(
+        self,
+        embedder: Embedder,
+        opener: Callable[[], DenseIndex],
+        failure: str,
+        *,
+        variant: str,
+        summaries: bool = True,
+    ) -> None:
+        self.embedder, self._opener, self.summaries = embedder, opener, summaries
         self.reason = f"embedding server unreachable since start-up ({failure})"
         self.model_id = f"{embedder.model_id}|{variant}"
         self.stopping = threading.Event()

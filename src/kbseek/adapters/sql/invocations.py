@@ -10,10 +10,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.orm import sessionmaker
 
 from kbseek.adapters.sql.tables import ToolInvocationRow, utcnow
@@ -238,13 +238,13 @@ class InvocationStore:
         removed = 0
         with self._sessions() as session, session.begin():
             if before is not None:
-                removed += session.execute(
-                    delete(ToolInvocationRow).where(ToolInvocationRow.created_at < before)
-                ).rowcount
+                old = delete(ToolInvocationRow).where(ToolInvocationRow.created_at < before)
+                removed += cast("CursorResult[Any]", session.execute(old)).rowcount
             if keep is not None:
                 cutoff = session.scalar(
                     select(ToolInvocationRow.id).order_by(ToolInvocationRow.id.desc()).offset(keep).limit(1)
                 )
                 if cutoff is not None:
-                    removed += session.execute(delete(ToolInvocationRow).where(ToolInvocationRow.id <= cutoff)).rowcount
+                    beyond = delete(ToolInvocationRow).where(ToolInvocationRow.id <= cutoff)
+                    removed += cast("CursorResult[Any]", session.execute(beyond)).rowcount
         return removed

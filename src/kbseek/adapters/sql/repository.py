@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import logging
@@ -10,10 +11,11 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
+from kbseek.adapters.sql.rows import chunk_values, document_values, stored_document
 from kbseek.adapters.sql.tables import (
     ChunkRow,
     ChunkTokensRow,
@@ -24,7 +26,7 @@ from kbseek.adapters.sql.tables import (
     WriteAuditRow,
     utcnow,
 )
-from kbseek.core.models import Chunk, ParsedDocument, StoredDocument
+from kbseek.core.models import ParsedDocument, StoredDocument
 from kbseek.errors import StorageError
 
 log = logging.getLogger("kbseek")
@@ -70,7 +72,7 @@ class SqlRepository:
                 else:
                     session.execute(select(func.pg_advisory_xact_lock_shared(TOKEN_CACHE_KEY)))
                     session.execute(select(func.pg_advisory_xact_lock(_lock_key(path))))
-            elif connection.dialect.name == "sqlite" and not connection.connection.dbapi_connection.in_transaction:
+            elif connection.dialect.name == "sqlite" and not _in_transaction(connection):
                 connection.exec_driver_sql("BEGIN IMMEDIATE")
             yield session
 
@@ -104,27 +106,29 @@ class SqlRepository:
                 row = session.get(DocumentRow, path, options=[defer(DocumentRow.content)])  # or an id
             if row is None:
                 return None
-            chunks: list[ChunkRow] = []
+            chunks: builtins.list[ChunkRow] = []
             if with_chunks:
                 chunks = list(
                     session.scalars(
                         select(ChunkRow).where(ChunkRow.document_id == row.id).order_by(ChunkRow.chunk_index)
                     )
                 )
-            return _stored(row, chunks)
+            return stored_document(row, chunks)
 
     def content(self, path: str) -> str | None:
         with self._session() as session:
             return session.scalar(select(DocumentRow.content).where(DocumentRow.path == path))
 
-    def list(self, *, category: str | None = None, limit: int | None = None, offset: int = 0) -> list[StoredDocument]:
+    def list(
+        self, *, category: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> builtins.list[StoredDocument]:
         query = select(DocumentRow).options(defer(DocumentRow.content)).order_by(DocumentRow.path).offset(offset)
         if category:
             query = query.where(DocumentRow.category == category)
         if limit is not None:
             query = query.limit(limit)
         with self._session() as session:
-            return [_stored(row, []) for row in session.scalars(query)]
+            return [stored_document(row, []) for row in session.scalars(query)]
 
     def keywords(self) -> dict[str, tuple[str, ...]]:
         with self._session() as session:
@@ -137,7 +141,7 @@ class SqlRepository:
             rows = session.execute(select(DocumentRow.id, DocumentRow.content_hash))
             return {doc_id: digest for doc_id, digest in rows}
 
-    def load(self, document_ids: list[str] | None = None) -> list[StoredDocument]:
+    def load(self, document_ids: builtins.list[str] | None = None) -> builtins.list[StoredDocument]:
         """Documents with their chunks in two queries (all of them when ``document_ids`` is None)."""
         with self._session() as session:
             docs = select(DocumentRow).options(defer(DocumentRow.content))
@@ -146,15 +150,15 @@ class SqlRepository:
                 docs = docs.where(DocumentRow.id.in_(document_ids))
                 chunks = chunks.where(ChunkRow.document_id.in_(document_ids))
             rows = list(session.scalars(docs))
-            by_doc: dict[str, list[ChunkRow]] = {}
+            by_doc: dict[str, builtins.list[ChunkRow]] = {}
             for chunk in session.scalars(chunks):
                 by_doc.setdefault(chunk.document_id, []).append(chunk)
-            return [_stored(row, by_doc.get(row.id, [])) for row in rows]
+            return [stored_document(row, by_doc.get(row.id, [])) for row in rows]
 
-    def tokens(self, document_ids: list[str] | None = None) -> dict[str, tuple[str, list[str]]]:
+    def tokens(self, document_ids: builtins.list[str] | None = None) -> dict[str, tuple[str, builtins.list[str]]]:
         """Cached analysed tokens: ``{chunk id: (analyser version, tokens)}``."""
         query = select(ChunkTokensRow.chunk_id, ChunkTokensRow.analyzer_version, ChunkTokensRow.tokens)
-        result: dict[str, tuple[str, list[str]]] = {}
+        result: dict[str, tuple[str, builtins.list[str]]] = {}
         with self._session() as session:
             for batch in _batches(document_ids) if document_ids is not None else [None]:
                 chosen = query
@@ -166,7 +170,7 @@ class SqlRepository:
                     result[cid] = (version, text.split(TOKEN_SEPARATOR) if text else [])
         return result
 
-    def save_tokens(self, rows: list[tuple[str, str, list[str]]]) -> None:
+    def save_tokens(self, rows: builtins.list[tuple[str, str, builtins.list[str]]]) -> None:
         """Upsert ``(chunk id, analyser version, tokens)``; a chunk deleted meanwhile is skipped."""
         if not rows:
             return
@@ -195,7 +199,7 @@ class SqlRepository:
                 .values(analyzer_version=new_version)
             )
 
-    def vectors(self, model_id: str, hashes: list[str]) -> dict[str, bytes]:
+    def vectors(self, model_id: str, hashes: builtins.list[str]) -> dict[str, bytes]:
         """Cached vectors (float32 bytes) of ``model_id`` by input-text hash."""
         found: dict[str, bytes] = {}
         with self._session() as session:
@@ -234,7 +238,7 @@ class SqlRepository:
             session.execute(delete(MetaRow).where(MetaRow.key == key))
             session.execute(insert(MetaRow).values(key=key, value=value))
 
-    def warnings(self) -> dict[str, list[str]]:
+    def warnings(self) -> dict[str, builtins.list[str]]:
         """``{path: warnings}`` of the documents that have any."""
         with self._session() as session:
             rows = session.execute(select(DocumentRow.path, DocumentRow.warnings))
@@ -266,7 +270,7 @@ class SqlRepository:
                         session.execute(update(DocumentRow).where(DocumentRow.id == existing.id).values(origin=origin))
                     return "unchanged"
                 now = utcnow()
-                values = _document_values(doc, origin)
+                values = document_values(doc, origin)
                 if existing is None:
                     session.execute(insert(DocumentRow).values(**values, created_at=now, updated_at=now))
                 else:
@@ -275,7 +279,7 @@ class SqlRepository:
                         update(DocumentRow).where(DocumentRow.id == existing.id).values(**values, updated_at=now)
                     )
                 if doc.chunks:
-                    session.execute(insert(ChunkRow), [_chunk_values(c) for c in doc.chunks])
+                    session.execute(insert(ChunkRow), [chunk_values(c) for c in doc.chunks])
                 _bump_version(session)
                 status = "added" if existing is None else "updated"
                 if audit is not None:
@@ -314,6 +318,11 @@ class SqlRepository:
                 return True
         except SQLAlchemyError as exc:
             raise _storage_error(f"could not delete {path}", exc) from exc
+
+
+def _in_transaction(connection: Connection) -> bool:
+    dbapi = connection.connection.dbapi_connection
+    return bool(dbapi is not None and dbapi.in_transaction)
 
 
 def _lock_key(name: str, kind: bytes = b"kbseek-document") -> int:
@@ -357,97 +366,3 @@ def _insert(session: Session, table: type) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
-
-
-def _document_values(doc: ParsedDocument, origin: str | None) -> dict[str, Any]:
-    fm = doc.frontmatter
-    return {
-        "id": doc.id,
-        "path": doc.path,
-        "category": doc.category,
-        "file_name": doc.file_name,
-        "title": fm.title,
-        "summary": fm.summary,
-        "keywords": list(fm.keywords),
-        "frontmatter": fm.fields,
-        "title_source": fm.title_source,
-        "summary_source": fm.summary_source,
-        "warnings": list(doc.warnings),
-        "outline": [
-            {"level": s.level, "heading": s.heading, "anchor": s.anchor, "line": doc.text.count("\n", 0, s.start) + 1}
-            for s in doc.sections
-            if s.level
-        ],
-        "content": doc.text,
-        "content_hash": doc.content_hash,
-        "size_bytes": doc.size_bytes,
-        "chunk_count": len(doc.chunks),
-        "origin": origin,
-    }
-
-
-def _chunk_values(chunk: Chunk) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "id": chunk.id,
-        "document_id": chunk.document_id,
-        "chunk_index": chunk.index,
-        "total_chunks": chunk.total,
-        "breadcrumb": chunk.breadcrumb,
-        "headings": [list(pair) for pair in chunk.headings],
-        "anchor": chunk.anchor,
-        "text": chunk.text,
-        "content_hash": chunk.content_hash,
-        "char_start": chunk.start,
-        "char_end": chunk.end,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "overlap": chunk.overlap,
-    }
-    for level in range(1, 7):
-        values[f"heading_h{level}"] = chunk.heading(level)
-    return values
-
-
-def _stored(row: DocumentRow, chunks: Iterable[ChunkRow]) -> StoredDocument:
-    return StoredDocument(
-        id=row.id,
-        path=row.path,
-        category=row.category,
-        file_name=row.file_name,
-        title=row.title,
-        summary=row.summary,
-        keywords=tuple(row.keywords or ()),
-        frontmatter=dict(row.frontmatter or {}),
-        title_source=row.title_source,
-        summary_source=row.summary_source,
-        warnings=tuple(row.warnings or ()),
-        outline=tuple(row.outline or ()),
-        content_hash=row.content_hash,
-        size_bytes=row.size_bytes,
-        chunk_count=row.chunk_count,
-        origin=row.origin,
-        created_at=row.created_at.isoformat(),
-        updated_at=row.updated_at.isoformat(),
-        chunks=tuple(
-            Chunk(
-                id=c.id,
-                document_id=c.document_id,
-                index=c.chunk_index,
-                total=c.total_chunks,
-                title=row.title,
-                breadcrumb=c.breadcrumb,
-                headings=tuple((int(level), str(h)) for level, h in c.headings),
-                anchor=c.anchor,
-                category=row.category,
-                source_path=row.path,
-                text=c.text,
-                content_hash=c.content_hash,
-                start=c.char_start,
-                end=c.char_end,
-                line_start=c.line_start,
-                line_end=c.line_end,
-                overlap=c.overlap,
-            )
-            for c in chunks
-        ),
-    )

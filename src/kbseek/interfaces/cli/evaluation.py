@@ -123,7 +123,8 @@ def _print_runs(report: dict[str, Any]) -> None:
     table.add_column("s", justify="right")
     for r in report["runs"]:
         cells = [
-            f"{r['metrics'][n]['mean']:.3f} [dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]"
+            f"{r['metrics'][n]['mean']:.3f} "
+            f"[dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]"
             for n in shown
         ]
         table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")

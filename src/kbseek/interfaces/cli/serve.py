@@ -27,6 +27,8 @@ def serve(
     """Serve the knowledge base: REST API (/docs), MCP (/mcp), /health, /ready and /metrics."""
     # Imported here: the web stack loads only for the server (start-up cost, see common)
     import anyio.to_thread
+
+    # the web stack loads only for the command that serves it
     import uvicorn
 
     from kbseek.interfaces.http.app import create_app

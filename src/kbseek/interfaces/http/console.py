@@ -18,7 +18,6 @@ running an evaluation):
 
 # no "from __future__ import annotations": FastAPI and pydantic read the Annotated and Literal types at import
 import datetime as dt
-import json
 import os
 import re
 import threading
@@ -33,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
 
 from kbseek.core.modes import POLICIES, RECALL_POLICIES
-from kbseek.evaluation.cases import CaseFile, case_from_lookup, load_cases, read_cases
+from kbseek.evaluation.cases import TAGS, CaseFile, case_from_lookup, load_cases, read_cases, write_case_file
 from kbseek.evaluation.cases import add_case as append_case
 from kbseek.evaluation.report import write_report
 from kbseek.evaluation.runner import metric_names, report, run_policy
@@ -42,19 +41,7 @@ from kbseek.interfaces.http.guard import ApiError
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
 EVAL_POLICIES = (*POLICIES, *(f"answer:{p}" for p in RECALL_POLICIES))
-CASE_TAGS = (
-    "exact-term",
-    "paraphrase",
-    "mixed-language",
-    "english",
-    "multi-doc",
-    "alert-line",
-    "no-answer",
-    "section",
-    "multi-part",
-    "purpose",
-    "near-topic",
-)
+CASE_TAGS = TAGS
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # The console renders documents people upload: nothing but its own files may run or load
 CSP = (
@@ -170,10 +157,7 @@ def _new_case_file(path: Path, knowledge_base: Path, case: Any) -> None:
     """A case file holding ``case``, its ``knowledge_base`` (the stored originals) relative to it."""
     folder = os.path.relpath(knowledge_base, path.parent)
     cases = CaseFile(knowledge_base=folder, description="Golden cases saved from the kbseek web console.", cases=[case])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(cases.model_dump(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_case_file(path, cases)
 
 
 def run_summary(report: dict[str, Any]) -> dict[str, Any]:

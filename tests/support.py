@@ -1,0 +1,39 @@
+"""What tests share besides fixtures: the repository's paths, the local PostgreSQL's URL, and small builders of
+test documents and counts of golden cases. Tests import it as ``from support import …`` (pytest puts ``tests/`` on
+the path); the fixtures themselves live in ``conftest.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+EXAMPLES = ROOT / "examples"
+PG_ADMIN_URL = os.environ.get("KBSEEK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def answerable_cases(case_file: Path, split: str | None = None) -> int:
+    """How many cases of a golden-case file (of one split) have an answer: what an evaluation run scores."""
+    cases = json.loads(case_file.read_text("utf-8"))["cases"]
+    return sum(1 for c in cases if c.get("answerable", True) and split in (None, c["split"]))
+
+
+def case_count(case_file: Path) -> int:
+    return len(json.loads(case_file.read_text("utf-8"))["cases"])
+
+
+def write(folder: Path, relative: str, content: str | bytes) -> Path:
+    """Write a test document (text as UTF-8) and return its path."""
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+def doc(title: str, keywords: str, summary: str, body: str, **extra: str) -> str:
+    """A well-formed document with frontmatter."""
+    lines = ["---", f"title: {title}", f"keywords: [{keywords}]", f"summary: {summary}"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    return "\n".join([*lines, "---", body])
