@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from kbseek.core import metrics as m
+from kbseek.core.analysis import normalize
 from kbseek.core.markdown import normalize_heading
 from kbseek.errors import DatasetError
 from kbseek.service import KnowledgeBase
@@ -133,8 +133,8 @@ class JudgedChunk(Protocol):
     def heading_path(self) -> tuple[str, ...]: ...
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", normalize_heading(text)).casefold()
+def _fold(heading: str) -> str:
+    return normalize(normalize_heading(heading))
 
 
 class JudgmentMapper:
