@@ -90,6 +90,7 @@ def test_a_deleted_documents_history_stays_readable_and_bad_requests_change_noth
         (lambda: kb.document_diff(PATH, 1, 9), NotFoundError),
         (lambda: kb.rollback(PATH, 9), NotFoundError),
         (lambda: kb.rollback(PATH, 0), InvalidRequest),
+        (lambda: kb.document_diff(PATH, 1, 2**40), InvalidRequest),  # more than the column holds: said, not a 500
         (lambda: kb.document_history("ops/never.md"), NotFoundError),
     ):
         before = (kb.repository.version(), version_rows(kb), len(kb.list_audit()))
@@ -273,6 +274,7 @@ def test_rest_history_versions_diff_and_a_guarded_rollback(keyed):
         ("GET", f"{base}/versions/9", None, 404, "not_found"),
         ("GET", f"{base}/diff?a=1&b=9", None, 404, "not_found"),
         ("GET", f"{base}/versions/0", None, 422, None),
+        ("GET", f"{base}/versions/{2**40}", None, 422, None),
         ("GET", "/api/documents/ops/none.md/history", None, 404, "not_found"),
         ("POST", f"{base}/rollback", {"to": 9}, 404, "not_found"),
         ("POST", f"{base}/rollback", {"to": "x"}, 422, None),

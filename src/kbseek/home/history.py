@@ -37,9 +37,9 @@ class DocumentHistory:
             "versions": versions,
         }
 
-    def version(self, path: str, number: int) -> dict[str, Any]:
+    def version(self, path: str, number: int, name: str | None = None) -> dict[str, Any]:
         """One version with its stored Markdown (``content`` None for the deletion)."""
-        _positive("version", number)
+        _positive("version" if name is None else name, number)
         found = self.store.version(path, number)
         if found is None:
             raise self._missing(path, number)
@@ -47,7 +47,7 @@ class DocumentHistory:
 
     def diff(self, path: str, a: int, b: int) -> dict[str, Any]:
         """The unified diff of the stored Markdown of versions ``a`` and ``b`` (a deletion reads as no text)."""
-        old, new = self.version(path, a), self.version(path, b)
+        old, new = self.version(path, a, "a"), self.version(path, b, "b")
         lines = difflib.unified_diff(
             (old["content"] or "").splitlines(),
             (new["content"] or "").splitlines(),
@@ -72,9 +72,14 @@ class DocumentHistory:
         return no_version(path, number)
 
 
+MAX_VERSION = 2**31 - 1  # the column is a 32-bit integer on PostgreSQL and no document gets near it
+
+
 def _positive(name: str, number: int) -> None:
-    if number < 1:
-        raise InvalidRequest(f"{name}: versions are numbered from 1, not {number}", hint="see 'kbseek docs history'")
+    if not 1 <= number <= MAX_VERSION:
+        raise InvalidRequest(
+            f"{name}: versions are numbered from 1 to {MAX_VERSION}, not {number}", hint="see 'kbseek docs history'"
+        )
 
 
 def _shown(version: dict[str, Any]) -> dict[str, Any]:

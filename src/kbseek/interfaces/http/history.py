@@ -17,13 +17,14 @@ from kbseek.interfaces.http.deps import Kb, Read, Write
 from kbseek.observability.logs import actor_scope
 
 router = APIRouter(tags=["documents"])
-VersionNumber = Annotated[int, Query(ge=1, description="A version number (see the document's history)")]
+MAX_VERSION = 2**31 - 1  # a version number the database's integer column can hold
+VersionNumber = Annotated[int, Query(ge=1, le=MAX_VERSION, description="A version number (see the history)")]
 
 
 class Rollback(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    to: int = Field(ge=1, description="The version to bring back as the newest one")
+    to: int = Field(ge=1, le=MAX_VERSION, description="The version to bring back as the newest one")
 
 
 @router.get(
@@ -36,7 +37,7 @@ def history(_: Read, kb: Kb, path: str) -> dict[str, Any]:
 
 @router.get("/api/documents/{path:path}/versions/{version}", summary="One version with its stored Markdown")
 def one_version(
-    _: Read, kb: Kb, path: str, version: Annotated[int, PathParam(ge=1, description="The version number")]
+    _: Read, kb: Kb, path: str, version: Annotated[int, PathParam(ge=1, le=MAX_VERSION, description="Its number")]
 ) -> dict[str, Any]:
     return kb.document_history(path, version)
 
