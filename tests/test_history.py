@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jsonschema
@@ -16,7 +17,10 @@ from support import ROOT, doc, write
 from typer.testing import CliRunner
 
 from kbseek.adapters.sql import migrate, repository
+from kbseek.adapters.sql.engine import make_engine
+from kbseek.adapters.sql.history import Change
 from kbseek.adapters.sql.tables import DocumentVersionRow
+from kbseek.core.document import ChunkingConfig, parse_document
 from kbseek.errors import InvalidRequest, NotFoundError, StorageError
 from kbseek.interfaces.cli import app as cli_app
 from kbseek.interfaces.http.app import create_app
@@ -179,6 +183,31 @@ def test_a_document_without_history_keeps_what_its_first_change_replaces(kb):
         (2, "replace", "updated"),
     ]
     assert kb.document_history(PATH, 1)["content"] == V1
+
+
+def test_writers_of_one_path_in_separate_connections_number_its_versions_without_gaps(kb):
+    """Below the process's own path locks: two engines (as two processes would have) race on one path; the
+    database's lock for the path makes their versions one unbroken sequence, each change with its own text."""
+    engines = [make_engine(kb.settings.database_url) for _ in range(2)]
+    repositories = [repository.SqlRepository(engine) for engine in engines]
+    texts = [V1.replace("旧日志", f"旧日志 {n}") for n in range(12)]
+
+    def save(n: int) -> str:
+        parsed = parse_document(texts[n].encode(), path=PATH, config=ChunkingConfig(), source=PATH)
+        audit = {"actor": "sync", "key_id": None, "request_id": f"r{n}", "size_bytes": None, "duration_ms": None}
+        return repositories[n % 2].save(parsed, origin=None, audit=audit, change=Change("sync"))
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            statuses = list(pool.map(save, range(12)))
+    finally:
+        for engine in engines:
+            engine.dispose()
+    assert statuses.count("added") == 1 and statuses.count("updated") == 11
+    versions = kb.document_history(PATH)["versions"]
+    assert [v["version"] for v in versions] == list(range(1, 13))
+    assert sorted(v["request_id"] for v in versions) == sorted(f"r{n}" for n in range(12))
+    assert kb.document_history(PATH, 12)["content"] == kb.document_markdown(PATH)
 
 
 # -- the edges ------------------------------------------------------------------------------------------------
