@@ -195,7 +195,7 @@ def test_writers_of_one_path_in_separate_connections_number_its_versions_without
     def save(n: int) -> str:
         parsed = parse_document(texts[n].encode(), path=PATH, config=ChunkingConfig(), source=PATH)
         audit = {"actor": "sync", "key_id": None, "request_id": f"r{n}", "size_bytes": None, "duration_ms": None}
-        return repositories[n % 2].save(parsed, origin=None, audit=audit, change=Change("sync"))
+        return repositories[n % 2].save(parsed, origin=None, audit=audit, change=Change("sync", detail=f"commit c{n}"))
 
     try:
         with ThreadPoolExecutor(4) as pool:
@@ -206,7 +206,8 @@ def test_writers_of_one_path_in_separate_connections_number_its_versions_without
     assert statuses.count("added") == 1 and statuses.count("updated") == 11
     versions = kb.document_history(PATH)["versions"]
     assert [v["version"] for v in versions] == list(range(1, 13))
-    assert sorted(v["request_id"] for v in versions) == sorted(f"r{n}" for n in range(12))
+    expected = sorted((f"r{n}", f"commit c{n}") for n in range(12))
+    assert sorted((v["request_id"], v["detail"]) for v in versions) == expected
     assert kb.document_history(PATH, 12)["content"] == kb.document_markdown(PATH)
 
 

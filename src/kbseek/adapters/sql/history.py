@@ -24,11 +24,12 @@ SUMMARY_COLUMNS = [c.name for c in DocumentVersionRow.__table__.columns if c.nam
 class Change:
     """What a write is, for the history: ``via`` names the operation (``ingest``, ``upload``, ``replace``,
     ``delete``, ``rollback``, ``sync``…), ``keep`` how many versions a path keeps (0: all), ``restored_from`` the
-    version a rollback brings back."""
+    version a rollback brings back, ``detail`` what else identifies the change (e.g. the commit a sync read)."""
 
     via: str
     keep: int = 0
     restored_from: int | None = None
+    detail: str | None = None
 
 
 def record(
@@ -58,6 +59,7 @@ def record(
         "via": change.via,
         "document_id": document_id,
         "restored_from": change.restored_from,
+        "detail": change.detail,
         "actor": audit.get("actor") or "local",
         "key_id": audit.get("key_id"),
         "request_id": audit.get("request_id") or "-",

@@ -211,6 +211,7 @@ class DocumentVersionRow(Base):
     size_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     origin: Mapped[str | None] = mapped_column(Text, nullable=True)
     restored_from: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a rollback's source version
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # e.g. the commit and blob a sync read
     actor: Mapped[str] = mapped_column(String(128))
     key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     request_id: Mapped[str] = mapped_column(String(64))

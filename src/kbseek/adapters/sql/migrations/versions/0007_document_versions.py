@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("size_bytes", sa.Integer(), nullable=True),
         sa.Column("origin", sa.Text(), nullable=True),
         sa.Column("restored_from", sa.Integer(), nullable=True),
+        sa.Column("detail", sa.Text(), nullable=True),
         sa.Column("actor", sa.String(128), nullable=False),
         sa.Column("key_id", sa.String(64), nullable=True),
         sa.Column("request_id", sa.String(64), nullable=False),
