@@ -75,7 +75,7 @@ def record(
             "origin": values["origin"],
         }
     session.execute(insert(DocumentVersionRow).values(**fields))
-    if change.keep > 0:
+    if 0 < change.keep < number:  # only a path with more versions than it keeps has any to drop
         session.execute(
             delete(DocumentVersionRow).where(
                 DocumentVersionRow.path == path, DocumentVersionRow.version <= number - change.keep
