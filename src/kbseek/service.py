@@ -23,12 +23,13 @@ from kbseek.core.relevance import Thresholds
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.errors import NotFoundError
+from kbseek.home.history import DocumentHistory
 from kbseek.home.ingest import FileReport, IngestReport
 from kbseek.home.ownership import refuse_if_owned
 from kbseek.home.readonly import read_only_parts
 from kbseek.home.repair import drift, repair
 from kbseek.home.writelocks import WriteLocks
-from kbseek.home.writer import DocumentWriter, ProgressCallback, chunking_config, log_scan
+from kbseek.home.writer import DocumentWriter, ProgressCallback, log_scan
 from kbseek.lookup.config import LookupConfig, fusion_config
 from kbseek.lookup.tool import IndexRecall, LookupTool
 from kbseek.lookup.trace import session_trace
@@ -46,8 +47,7 @@ T = TypeVar("T")
 
 
 def _alone(method: Callable[..., T]) -> Callable[..., T]:
-    """Run a ``KnowledgeBase`` method holding the home exclusively (``WriteLocks.repairing``): no write of
-    this process or another one on the home is half done while it runs, and none starts."""
+    """Run a method holding the home alone (``WriteLocks.repairing``): no write, of any process, is half done."""
 
     @functools.wraps(method)
     def alone(self: KnowledgeBase, *args: Any, **kwargs: Any) -> T:
@@ -94,15 +94,15 @@ class KnowledgeBase:
             invocations=self.invocations,
             telemetry=self.telemetry,
         )
-        self.chunking = chunking_config(settings)
         self.writer = DocumentWriter(
             repository=repository,
             files=files,
             writes=self.writes,
             audit=self.audit,
             telemetry=self.telemetry,
-            chunking=self.chunking,
+            settings=settings,
         )
+        self.history = DocumentHistory(self.writer)
 
     @classmethod
     def open(
@@ -225,6 +225,13 @@ class KnowledgeBase:
             self.writer.delete(path)
             self.indexes.refresh()
 
+    def rollback(self, path: str, to: int) -> dict[str, Any]:
+        """Version ``to`` of a document back as its newest version, through the write path (``home.history``)."""
+        with request_scope():
+            shown = self.history.rollback(path, to)
+            self.indexes.refresh()
+            return shown
+
     # -- retrieval ----------------------------------------------------------------------
 
     def fusion_config(self) -> retrieval.FusionConfig:
@@ -313,6 +320,13 @@ class KnowledgeBase:
     ) -> list[StoredDocument]:
         return self.repository.list(category=category, limit=limit, offset=offset)
 
+    def document_history(self, path: str, version: int | None = None) -> dict[str, Any]:
+        """A document's kept versions, oldest first, or (``version``) one of them with its Markdown."""
+        return self.history.versions(path) if version is None else self.history.version(path, version)
+
+    def document_diff(self, path: str, a: int, b: int) -> dict[str, Any]:
+        return self.history.diff(path, a, b)
+
     def lint(self) -> list[dict[str, Any]]:
         """Keywords several documents share (``kbseek.core.document.keyword_lint``)."""
         return keyword_lint(self.repository.keywords())
@@ -365,10 +379,8 @@ class KnowledgeBase:
 
     def categories(self) -> dict[str, int]:
         """Each category with its number of documents, by name."""
-        counts: dict[str, int] = {}
-        for doc in self.list_documents():
-            counts[doc.category] = counts.get(doc.category, 0) + 1
-        return dict(sorted(counts.items()))
+        categories = [doc.category for doc in self.list_documents()]
+        return {name: categories.count(name) for name in sorted(set(categories))}
 
     def document_markdown(self, path: str) -> str | None:
         """A document's stored Markdown, frontmatter included (``None``: no document at ``path``)."""
