@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
-from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.audit import AuditStore
-from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.sessions import SessionStore
@@ -25,11 +23,9 @@ from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.errors import NotFoundError
 from kbseek.home.history import DocumentHistory
 from kbseek.home.ingest import FileReport, IngestReport
-from kbseek.home.ownership import refuse_if_owned
-from kbseek.home.readonly import read_only_parts
 from kbseek.home.repair import drift, repair
 from kbseek.home.writelocks import WriteLocks
-from kbseek.home.writer import DocumentWriter, ProgressCallback, log_scan
+from kbseek.home.writer import DocumentWriter, ProgressCallback, log_documents_state, log_scan
 from kbseek.lookup.config import LookupConfig, fusion_config
 from kbseek.lookup.tool import IndexRecall, LookupTool
 from kbseek.lookup.trace import session_trace
@@ -40,7 +36,7 @@ from kbseek.observability.readiness import readiness_report
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.sections import section_reference
 from kbseek.settings import Settings
-from kbseek.wiring import open_indexes
+from kbseek.wiring import home_parts, open_indexes
 
 log = logging.getLogger("kbseek")
 T = TypeVar("T")
@@ -118,16 +114,9 @@ class KnowledgeBase:
         settings = settings or Settings()
         with request_scope():
             started = time.perf_counter()
-            if read_only:
-                kb = cls(*read_only_parts(settings))
-                repaired: dict[str, int] = {}
-            else:
-                refuse_if_owned(settings.home)
-                engine = make_engine(settings.database_url)
-                if migrate_schema:
-                    migrate.upgrade(engine)
-                kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
-                repaired = kb.startup_repair = kb.repair()
+            kb = cls(*home_parts(settings, migrate_schema=migrate_schema, read_only=read_only))
+            if not read_only:
+                kb.startup_repair = kb.repair()
                 kb.invocations.apply_retention()
             kb.indexes.refresh()
             if settings.vectors_in_background:
@@ -140,17 +129,11 @@ class KnowledgeBase:
                 " read-only" if read_only else "",
                 kb.repository.count(),
                 kb.repository.chunk_count(),
-                repaired,
+                kb.startup_repair,
                 (time.perf_counter() - started) * 1000,
             )
             if not read_only:  # the owner reports the state of the documents once; readers stay quiet
-                warned = sorted(kb.repository.warnings())
-                if warned:
-                    log.warning(
-                        "%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10])
-                    )
-                for item in kb.lint():  # advice, not trouble: 'kbseek docs lint' and ingest reports show it too
-                    log.info("lint: %s", item["message"])
+                log_documents_state(sorted(kb.repository.warnings()), kb.lint())
             return kb
 
     def close(self) -> None:

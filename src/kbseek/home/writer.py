@@ -317,6 +317,15 @@ def chunking_config(settings: Settings) -> ChunkingConfig:
     )
 
 
+def log_documents_state(warned: list[str], lint: list[dict[str, Any]]) -> None:
+    """What the owner of a home says once at start-up: documents with warnings, and lint advice (not trouble:
+    ``kbseek docs lint`` and ingest reports show it too)."""
+    if warned:
+        log.warning("%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10]))
+    for item in lint:
+        log.info("lint: %s", item["message"])
+
+
 def log_scan(report: IngestReport) -> None:
     """A start-up scan's warnings and failures, which no caller sees otherwise."""
     for file in report.files:
