@@ -27,6 +27,7 @@ from kbseek.home.repair import drift, repair
 from kbseek.home.writelocks import WriteLocks
 from kbseek.home.writer import DocumentWriter, ProgressCallback, log_documents_state, log_scan
 from kbseek.lookup.config import LookupConfig, fusion_config
+from kbseek.lookup.review_desk import ReviewDesk
 from kbseek.lookup.tool import IndexRecall, LookupTool
 from kbseek.lookup.trace import session_trace
 from kbseek.lookup.types import LookupRequest, LookupResponse
@@ -99,6 +100,7 @@ class KnowledgeBase:
             settings=settings,
         )
         self.history = DocumentHistory(self.writer)
+        self.reviews = ReviewDesk(self)  # staleness per owner (kbseek docs stale)
 
     @classmethod
     def open(
@@ -353,6 +355,7 @@ class KnowledgeBase:
         """The Prometheus text exposition of this knowledge base's metrics, document and chunk gauges current."""
         self.telemetry.documents.set(len(self.indexes.documents))
         self.telemetry.chunks.set(len(self.indexes.chunks))
+        self.telemetry.stale_documents.set(self.reviews.count_stale())
         return self.telemetry.exposition()
 
     def vector_status(self, document_id: str) -> str:
