@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql.audit import AuditStore
+from kbseek.adapters.sql.feedback import FeedbackStore
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.sessions import SessionStore
@@ -100,7 +101,7 @@ class KnowledgeBase:
             settings=settings,
         )
         self.history = DocumentHistory(self.writer)
-        self.reviews = ReviewDesk(self)  # staleness per owner (kbseek docs stale)
+        self.reviews = ReviewDesk(self, FeedbackStore(repository.engine))  # staleness per owner, readers' feedback
 
     @classmethod
     def open(
@@ -254,6 +255,7 @@ class KnowledgeBase:
             calls=self.invocations.list(session_id=session_id, limit=10_000),
             given=self.sessions.given(session_id),
             paths=paths,
+            feedback=self.reviews.feedback(session_id=session_id),
         )
 
     def relevance_thresholds(self) -> Thresholds:
