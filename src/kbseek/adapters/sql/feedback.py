@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
@@ -57,7 +57,10 @@ class FeedbackStore:
         """Store one report; returns it as stored (with its id and time)."""
         values = {**row, "created_at": utcnow()}
         with self._sessions() as session, session.begin():
-            new_id = session.execute(insert(EvidenceFeedbackRow).values(**values)).inserted_primary_key[0]
+            record = EvidenceFeedbackRow(**values)
+            session.add(record)
+            session.flush()
+            new_id = record.id
         return {"id": new_id, **values}
 
     def list(
