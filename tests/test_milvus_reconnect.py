@@ -82,7 +82,7 @@ def test_the_server_goes_away_and_comes_back_with_nothing_lost(milvus_restartabl
         assert {kb.vector_status(d.id) for d in kb.list_documents() if d.file_name in DURING} == {"pending"}
         assert "went away" in caplog.text
 
-        server.start()  # the same port and data dir
+        server.restart()  # the same port and data dir
         deadline = time.monotonic() + CATCH_UP_S
         while not ((state := _ready(client))["ok"] and state["documents_pending"] == 0):
             assert time.monotonic() < deadline, state

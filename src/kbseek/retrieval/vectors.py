@@ -24,7 +24,7 @@ import numpy as np
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.core.modes import EMBEDDING_INPUTS
-from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError
+from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError, StorageError
 from kbseek.ports import Embedder, EmbeddingCache, VectorHit, VectorRecord, VectorStore
 
 log = logging.getLogger("kbseek")
@@ -225,6 +225,8 @@ class DenseIndex:
     def search(
         self, query: str, *, top_k: int, categories: Sequence[str] | None = None, threshold: float | None = None
     ) -> DenseResult:
+        if self.mirror is None and (self.reconnect_in() or 0) > 0:  # not the model's time for a store that is away
+            raise StorageError(self.reason or "the vector store is away")
         started = time.perf_counter()
         fit = getattr(self.embedder, "fit_query", None)
         text = fit(query) if fit is not None else query
