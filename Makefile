@@ -1,7 +1,9 @@
 # make run  - ingest the bundled example knowledge base and serve it on $(HOST):$(PORT) (REST API, MCP);
 #             make run PORT=8080 HOST=0.0.0.0 to choose
 # make test - lint, then the whole test suite (SQLite and the local PostgreSQL)
-# make test-fast - the core, doctests and unit tests (no servers, browsers, stress or gate; under a minute)
+# make test-fast - the pure core, the doctests and the architecture contracts (under a minute)
+# make test-unit - everything but the slow tests (servers, browsers, stress loads, the regression gate)
+# make test-slow - only those
 # make lint - ruff (lint and format check), mypy and the import-layer contracts
 # make baseline - re-run the golden cases and rewrite eval/reports/baseline.{md,json} and its charts, which the
 #                 regression gate in make test compares against: after a change meant to move the metrics
@@ -12,7 +14,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast test-slow lint format baseline bench clean
+.PHONY: install run test test-fast test-unit test-slow lint format baseline bench clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +32,9 @@ test: lint
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/core src/kbseek tests/test_architecture.py
+
+test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)

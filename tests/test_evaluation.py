@@ -201,3 +201,58 @@ def test_a_replay_scores_what_the_live_run_scores_under_every_configuration(tmp_
         assert ours["metrics"] == theirs["metrics"] and ours["no_answer"] == theirs["no_answer"]
     default, strict = (r["metrics"]["recall@10"]["mean"] for r in live["runs"] if r["policy"] == "answer:hybrid")
     assert default != strict  # the second configuration is really another one
+
+
+def test_dataset_folders_carry_unanswerable_questions_into_the_no_answer_metrics(tmp_path):
+    folder = tmp_path / "set"
+    write(folder, "docs/kafka.md", "# Kafka 消费延迟\n\n## 排查\n\nconsumer lag 持续增长时先看分区再看消费者组。\n")
+    write(folder, "docs/cpu.md", "# CPU 使用率高\n\n## 定位\n\n用 top -H 找到最耗 CPU 的线程。\n")
+    rows = [
+        {"_id": "a", "text": "Kafka consumer lag 持续增长怎么排查"},
+        {"_id": "n", "text": "光合作用的化学方程式是什么", "metadata": {"answerable": False}},
+        {"_id": "m", "text": "没有判断也没有标记的问题"},  # neither judged nor marked: not scored
+    ]
+    write(folder, "queries.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    write(folder, "qrels.tsv", "query-id\tcorpus-id\tscore\na\tkafka.md\t1\n")
+    dataset = load_dataset(folder)
+    assert [q.id for q in dataset.queries] == ["a"] and [q.id for q in dataset.unanswerable] == ["n"]
+    report = evaluate(dataset, policies=["lexical", "answer:lexical"], ks=(1, 5), depth=20, cache_root=tmp_path / "c")
+    jsonschema.validate(report, json.loads((ROOT / "schemas" / "eval-run.schema.json").read_text("utf-8")))
+    recall, answer = report["runs"]
+    assert recall["no_answer"]["unanswerable"] == 1 and recall["no_answer"]["unanswerable_refused"] == 1.0
+    assert answer["no_answer"]["unanswerable_refused"] == 1.0 and answer["no_answer"]["answerable_refused"] == 0.0
+    assert recall["evidence"] == {}  # a recall policy labels nothing
+    assert answer["evidence"]["chars_mean"] > 0
+    # a question marked unanswerable that is judged relevant somewhere is a contradiction, named
+    write(folder, "qrels.tsv", "query-id\tcorpus-id\tscore\na\tkafka.md\t1\nn\tcpu.md\t1\n")
+    with pytest.raises(DatasetError, match="answerable: false"):
+        load_dataset(folder)
+
+
+def test_evidence_precision_counts_strong_pieces_and_strong_pieces_for_unanswerable_questions():
+    from kbseek.evaluation.datasets import Dataset, Query  # imported here: only this test builds one by hand
+    from kbseek.evaluation.retrievers import AnswerChunks, LabelledChunk  # imported here: as above
+    from kbseek.evaluation.runner import run_policy  # imported here: as above
+
+    answers = {
+        "a": [LabelledChunk("x.md", ("X",), "PRECISE"), LabelledChunk("y.md", ("Y",), "HIGHLY_RELEVANT")],
+        "b": [LabelledChunk("z.md", ("Z",), "HIGHLY_RELEVANT"), LabelledChunk("y.md", ("Y",), "REFERENCE")],
+        "n": [LabelledChunk("y.md", ("Y",), "HIGHLY_RELEVANT")],
+    }
+
+    def retrieve(query, policy, depth):
+        chunks = AnswerChunks(answers[query.id])
+        chunks.chars = 100 * len(chunks)
+        return chunks
+
+    qrels = {"a": {"x.md": 1}, "b": {"z.md": 2, "y.md": 1}}
+    dataset = Dataset(
+        "t", Path("."), Path("docs"), Path("q"), Path("r"), [Query("a", "qa"), Query("b", "qb")], qrels,
+        unanswerable=[Query("n", "qn")],
+    )  # fmt: skip
+    run = run_policy(retrieve, dataset, policy="answer:hybrid", depth=10, names=["hit@1"], name="r", overrides={})
+    # strong pieces: a/x (right), a/y (wrong), b/z (right), n/y (wrong: nothing answers n); REFERENCE is not counted
+    assert run.evidence["strong_pieces"] == 4 and run.evidence["precision"] == 0.5
+    assert run.evidence["chars_mean"] == round((200 + 200 + 100) / 3, 1) and run.evidence["chars_max"] == 200
+    recall = run_policy(retrieve, dataset, policy="hybrid", depth=10, names=["hit@1"], name="r", overrides={})
+    assert recall.evidence == {}

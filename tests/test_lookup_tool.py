@@ -57,6 +57,16 @@ def test_answerable_questions_are_answered_on_the_default_stack(default_stack_kb
     assert precise.answer.level == "PRECISE" and precise.thresholds.source == "calibrated"
 
 
+def test_strong_labels_go_only_to_sections_holding_the_named_identifier(default_stack_kb):
+    answer = ask(default_stack_kb, "ERR_TIMEOUT 支付超时").answer
+    pieces = [p for e in answer.documents for p in e.pieces]
+    assert pieces[0].heading_path[-1] == "ERR_TIMEOUT" and pieces[0].level in ("PRECISE", "HIGHLY_RELEVANT")
+    strong = [p for p in pieces if p.level in ("PRECISE", "HIGHLY_RELEVANT")]
+    # its neighbour ERR_GATEWAY_TIMEOUT, ERR_DUPLICATE_ORDER and the Nginx keepalive sections are related at most
+    assert all("ERR_TIMEOUT" in p.text for p in strong)
+    assert len(pieces) > len(strong)
+
+
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思")
     answer = response.answer

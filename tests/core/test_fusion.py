@@ -40,3 +40,13 @@ def test_relative_score_fusion_keeps_margins():
     assert [f.chunk_id for f in margin] == ["b", "a", "c"]  # b: 0.9 + 1.0 beats a: 1.0 + 0.0
     one = relative_score_fusion({"x": [("a", 5.0), ("b", 5.0)]})
     assert [f.score for f in one] == [1.0, 1.0]  # a flat lane gives every candidate full credit
+
+
+def test_document_prior_lifts_the_sections_of_the_document_the_evidence_points_to():
+    from kbseek.core.fusion import Fused, document_prior
+
+    ranked = [Fused("stray", 1.0, {"bm25": 1}), Fused("a1", 0.9, {"dense": 1}), Fused("a2", 0.85, {"dense": 2})]
+    docs = {"stray": "X", "a1": "A", "a2": "A"}
+    assert [f.chunk_id for f in document_prior(ranked, docs, weight=0.5)] == ["a1", "a2", "stray"]
+    assert [f.chunk_id for f in document_prior(ranked, docs, weight=0.0)] == ["stray", "a1", "a2"]
+    assert document_prior([], docs, weight=1.0) == []

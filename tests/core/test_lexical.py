@@ -75,3 +75,13 @@ def test_group_filter_and_empty_cases():
     assert index.search(["zzz"], k=5) == [] and index.search([], k=5) == []
     with pytest.raises(ValueError):
         BM25Index(b=2)
+
+
+def test_idf_ranks_rare_terms_above_common_ones():
+    from kbseek.core.lexical import BM25Index
+
+    index = BM25Index()
+    index.add("c1", ["disk", "full"])
+    index.add("c2", ["disk", "inode"])
+    assert index.idf("inode") > index.idf("disk") > 0
+    assert index.idf("never-seen") >= index.idf("inode")

@@ -55,6 +55,36 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
+def contains_term(text: str, term: str) -> bool:
+    """``term`` in ``text``, on identifier boundaries where the term has an ASCII letter or digit at its edge: an
+    identifier is not found inside a longer one, Chinese terms are found anywhere.
+
+    >>> contains_term("oom killed the pod", "oom"), contains_term("room 12", "oom")
+    (True, False)
+    >>> contains_term("err_timeout_x", "err_timeout")
+    False
+    >>> contains_term("支付超时怎么办", "超时")
+    True
+    """
+    start = text.find(term)
+    while start >= 0:
+        end = start + len(term)
+        left_ok = not _ascii_word(term[0]) or start == 0 or not _identifier_char(text[start - 1])
+        right_ok = not _ascii_word(term[-1]) or end == len(text) or not _identifier_char(text[end])
+        if left_ok and right_ok:
+            return True
+        start = text.find(term, start + 1)
+    return False
+
+
+def _ascii_word(char: str) -> bool:
+    return char.isascii() and char.isalnum()
+
+
+def _identifier_char(char: str) -> bool:
+    return char.isascii() and (char.isalnum() or char == "_")
+
+
 def identifier_tokens(raw: str) -> list[str]:
     """Whole identifier (lower-case) when it has parts, then its parts; hash-like parts dropped.
 

@@ -341,8 +341,10 @@ def completeness(
 
     >>> b = Budget(6000, 3)
     >>> b.cap("ops/cpu.md", "steps"); b.cap("ops/cpu.md", "")
-    >>> completeness([], [], b, False)  # nothing given: no confident match
-    'No confident match in the knowledge base: do not cite it for this question; rephrase with an error code, alert name or component, or treat the topic as not documented.'
+    >>> for part in completeness([], [], b, False).split("; "):  # nothing given: no confident match
+    ...     print(part)
+    No confident match in the knowledge base: do not cite it for this question
+    rephrase with an error code, alert name or component, or treat the topic as not documented.
     """
     if not entries and not deduplicated:
         return (

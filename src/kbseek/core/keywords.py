@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kbseek.core.alertline import clean as clean_query
-from kbseek.core.analysis import Analyzer, identifier_tokens, normalize
+from kbseek.core.analysis import Analyzer, contains_term, identifier_tokens, normalize
 from kbseek.core.models import DocumentCard
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-:/]*[A-Za-z0-9])?")
@@ -198,7 +198,7 @@ class KeywordIndex:
         hits: list[tuple[float, float, str, bool]] = []  # tier, strength in [0, 1], field, exact
         matched: list[tuple[float, str]] = []
         for original, norm, parts in doc.keywords:
-            if _contains(query, norm):
+            if contains_term(query, norm):
                 hits.append((TIERS["keyword", True], 1.0, "keyword", True))
                 matched.append((2.0, original))
             elif (shared := parts & tokens) and (shared - derived or len(shared) * 2 >= len(parts)):
@@ -209,14 +209,14 @@ class KeywordIndex:
             ("title", doc.title, doc.title_tokens),
             ("summary", doc.summary, doc.summary_tokens),
         ):
-            if len(text) >= 2 and _contains(query, text):
+            if len(text) >= 2 and contains_term(query, text):
                 # a one-word title ("RESTORE") is a weak, not an exact, title match
                 exact = len(text_tokens) >= 2
                 hits.append((TIERS[name, exact], 1.0, name, exact))
                 continue
-            shared = {t for t in text_tokens & tokens if self._text_df[t] <= common}
-            coverage = len(shared) / max(1, len(text_tokens))
-            if shared:
+            rare = {t for t in text_tokens & tokens if self._text_df[t] <= common}
+            coverage = len(rare) / max(1, len(text_tokens))
+            if rare:
                 hits.append((TIERS[name, False], coverage, name, False))
         if doc.category in tokens:
             hits.append((TIERS["category", True], 1.0, "category", True))
@@ -236,20 +236,3 @@ class KeywordIndex:
             exact,
             tuple(m[1] for m in matched),
         )
-
-
-def _contains(query: str, phrase: str) -> bool:
-    """``phrase`` in ``query``, on identifier boundaries where the phrase has ASCII edges."""
-    start = query.find(phrase)
-    while start >= 0:
-        end = start + len(phrase)
-        left_ok = not (phrase[0].isascii() and phrase[0].isalnum()) or start == 0 or not _word(query[start - 1])
-        right_ok = not (phrase[-1].isascii() and phrase[-1].isalnum()) or end == len(query) or not _word(query[end])
-        if left_ok and right_ok:
-            return True
-        start = query.find(phrase, start + 1)
-    return False
-
-
-def _word(char: str) -> bool:
-    return char.isascii() and (char.isalnum() or char == "_")

@@ -174,6 +174,18 @@ class BM25Index:
             scores *= np.frombuffer(self._alive, dtype=np.int8)
             return scores
 
+    def idf(self, term: str) -> float:
+        """Lucene's IDF of a term over the live chunks (a term never seen weighs as the rarest).
+
+        >>> index = BM25Index()
+        >>> index.add("c1", ["kafka"]); index.add("c2", ["disk"])
+        >>> index.idf("kafka") < index.idf("unseen")
+        True
+        """
+        alive = max(1, len(self._slot))
+        df = self._df.get(term, 0)
+        return math.log(1 + (alive - df + 0.5) / (df + 0.5))
+
     def coverage(self, tokens: Sequence[str], chunk_ids: Iterable[str]) -> dict[str, float]:
         """Share of the query's IDF weight each chunk contains, in [0, 1].
 

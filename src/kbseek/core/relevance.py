@@ -20,7 +20,9 @@ answer says *no confident match*. ``DEDUPED`` is given later, by the session.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from kbseek.core.answerability import Model, model_for
 
 PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED = "PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED"
 LEVELS = (PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED)
@@ -37,6 +39,7 @@ class Thresholds:
     gap_high: float = 0.0
     gap_low: float = 0.0
     source: str = "default"  # where the numbers came from
+    answerability: Model | None = None  # the question-level gate fitted for the model (``core.answerability``)
 
     def __post_init__(self) -> None:
         if not (
@@ -61,13 +64,17 @@ LEXICAL_ONLY = Thresholds(math.inf, math.inf, 0.4, 0.15, 0.0, 0.0, "coverage onl
 FIELDS = ("similarity_high", "similarity_low", "coverage_high", "coverage_low", "gap_high", "gap_low")
 
 
-def thresholds_for(model_id: str | None, overrides: dict[str, float] | None = None) -> Thresholds:
-    """The calibrated thresholds of ``model_id`` (coverage-only when unknown), with setting overrides."""
+def thresholds_for(
+    model_id: str | None, overrides: dict[str, float] | None = None, *, answerability: bool = True
+) -> Thresholds:
+    """The calibrated thresholds of ``model_id`` (coverage-only when unknown), with setting overrides, and the
+    model's fitted answerability gate unless ``answerability`` is off."""
     base = CALIBRATED.get(model_id or "", LEXICAL_ONLY)
+    model = model_for(model_id) if answerability else None
     if not overrides:
-        return base
+        return base if model is None else replace(base, answerability=model)
     values = {name: getattr(base, name) for name in FIELDS} | overrides
-    return Thresholds(**values, source="configured")
+    return Thresholds(**values, source="configured", answerability=model)
 
 
 def level(similarity: float | None, gap: float, coverage: float, l0: str, t: Thresholds) -> str | None:

@@ -12,18 +12,16 @@ rule that fired, and the caller fuses their rankings.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbseek.core.analysis import identifier_tokens
+from kbseek.core.analysis import contains_term, identifier_tokens, normalize
 from kbseek.core.modes import REWRITE_MODES
 from kbseek.errors import ConfigError
 
 MODES = REWRITE_MODES
 MAX_VARIANTS = 4
 _SPLIT = re.compile(r"[\s_\-./:]+")
-_ASCII_WORD = re.compile(r"[A-Za-z0-9]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,23 +53,6 @@ def load_synonyms(path: Path) -> list[tuple[str, ...]]:
     return groups
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
-def _contains(query: str, term: str) -> bool:
-    """``term`` in ``query``, on word boundaries where the term's edge is ASCII (``OOM`` not in ``ROOM``)."""
-    start = query.find(term)
-    while start >= 0:
-        end = start + len(term)
-        left_ok = not (_ASCII_WORD.match(term[0]) and start > 0 and _ASCII_WORD.match(query[start - 1]))
-        right_ok = not (_ASCII_WORD.match(term[-1]) and end < len(query) and _ASCII_WORD.match(query[end]))
-        if left_ok and right_ok:
-            return True
-        start = query.find(term, start + 1)
-    return False
-
-
 class QueryRewriter:
     """Knows the identifiers of the knowledge base and the synonym groups.
 
@@ -91,23 +72,23 @@ class QueryRewriter:
             parts = tuple(tokens[1:] if tokens and tokens[0] == ident.lower() else tokens)
             if len(parts) >= 2:
                 self._identifiers.setdefault(parts, ident)
-        self._synonyms = [tuple(_fold(t) for t in group) for group in synonyms]
+        self._synonyms = [tuple(normalize(t) for t in group) for group in synonyms]
         self._originals = synonyms
 
     def rewrite(self, query: str) -> Rewrite:
-        folded = _fold(query)
+        folded = normalize(query)
         words = [w for w in _SPLIT.split(folded) if w]
         additions: list[str] = []
         variants: list[str] = []
         for parts, ident in self._identifiers.items():
             n = len(parts)
-            if _fold(ident) in folded:
+            if normalize(ident) in folded:
                 continue
             if any(tuple(words[i : i + n]) == parts for i in range(len(words) - n + 1)):
                 additions.append(ident)
                 variants.append(f"{query} {ident}")
         for group, original in zip(self._synonyms, self._originals):
-            present = [i for i, term in enumerate(group) if _contains(folded, term)]
+            present = [i for i, term in enumerate(group) if contains_term(folded, term)]
             if not present:
                 continue
             others = [original[i] for i in range(len(group)) if i not in present]

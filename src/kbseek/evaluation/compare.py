@@ -88,6 +88,10 @@ def compare(
         "losses": int((differences < 0).sum()),
         "ties": int((differences == 0).sum()),
         "p_value": round(paired_permutation_p(differences), 4),
+        "evidence_a": a.get("evidence") or {},
+        "evidence_b": b.get("evidence") or {},
+        "no_answer_a": a.get("no_answer") or {},
+        "no_answer_b": b.get("no_answer") or {},
         "losses_detail": [r for r in rows if r["difference"] < 0],
         "wins_detail": [r for r in reversed(rows) if r["difference"] > 0],
     }

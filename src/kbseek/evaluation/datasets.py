@@ -1,11 +1,12 @@
 """Datasets: a folder of corpus, queries and judgments, or a golden-case file (``cases``), in one shape.
 
 A dataset folder (see ``shared/data/README.md``) holds ``corpus.jsonl`` (BEIR) or ``docs/`` of Markdown,
-``queries.jsonl`` and ``qrels.tsv``. Judged ids are a corpus id, a Markdown path, or a path and heading path
-(``file.md#H1/H2``): a retrieved chunk matches the latter when its file is the same and its heading path starts
-with the judged one, segment by segment, headings normalised as the chunker normalises them
-(:class:`JudgmentMapper`). A dataset's corpus is ingested once into a cached data home keyed by its files and the
-settings that shape chunks (:func:`cache_home`).
+``queries.jsonl`` and ``qrels.tsv``. A query with ``"answerable": false`` in its metadata and no judgments is a
+question the corpus does not answer: kept for the no-answer metrics (right answer: no confident match). Judged ids
+are a corpus id, a Markdown path, or a path and heading path (``file.md#H1/H2``): a retrieved chunk matches the
+latter when its file is the same and its heading path starts with the judged one, segment by segment, headings
+normalised as the chunker normalises them (:class:`JudgmentMapper`). A dataset's corpus is ingested once into a
+cached data home keyed by its files and the settings that shape chunks (:func:`cache_home`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from kbseek.core import metrics as m
+from kbseek.core.analysis import normalize
 from kbseek.core.markdown import normalize_heading
 from kbseek.errors import DatasetError
 from kbseek.service import KnowledgeBase
@@ -86,10 +87,25 @@ def load_dataset(
         query = Query(str(row["_id"]), str(row["text"]), row.get("metadata") or {})
         if split is None or query.metadata.get("split") == split:
             chosen.append(query)
-    judged = [q for q in chosen if q.id in grades]
+    judged = [q for q in chosen if q.id in grades and q.metadata.get("answerable", True) is not False]
     if not judged:
         raise DatasetError(f"no query of {queries_path.name} has judgments in {qrels_path.name}")
-    return Dataset(root.name, root, corpus_path, queries_path, qrels_path, judged, {q.id: grades[q.id] for q in judged})
+    unanswerable = [q for q in chosen if q.metadata.get("answerable", True) is False]
+    if contradicted := [q.id for q in unanswerable if any(g > 0 for g in grades.get(q.id, {}).values())]:
+        raise DatasetError(
+            f"{queries_path.name}: {', '.join(contradicted[:5])} marked answerable: false but judged relevant "
+            f"evidence in {qrels_path.name}"
+        )
+    return Dataset(
+        root.name,
+        root,
+        corpus_path,
+        queries_path,
+        qrels_path,
+        judged,
+        {q.id: grades[q.id] for q in judged},
+        unanswerable=unanswerable,
+    )
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -117,8 +133,8 @@ class JudgedChunk(Protocol):
     def heading_path(self) -> tuple[str, ...]: ...
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", normalize_heading(text)).casefold()
+def _fold(heading: str) -> str:
+    return normalize(normalize_heading(heading))
 
 
 class JudgmentMapper:

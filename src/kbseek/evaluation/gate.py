@@ -12,12 +12,12 @@ Rounding cannot remove that (a value near a rounding boundary flips as a value n
 does not compare exact outcomes.
 
 It asks, per case, what the outcome could have been had the noise fallen otherwise. The run's lane candidates
-(``kbseek.evaluation.replay``) are replayed with every dense cosine pushed by ``±noise``: the case's relevant evidence up and
-the rest down, and the reverse; the nine best up and the rest down, which raises the cosine and the gap the
-confidence gate reads, and the reverse; and a few seeded random sign patterns. Each case gets a *band*: its best and
-worst value of each metric, and the refusals seen. Another machine's outcome for a case lies within this machine's
-band, so the baseline is compared case by case (:func:`gate`): only what falls outside a band counts. Cases whose
-band is not a single point are *fragile*: a change of machine can move them.
+(``kbseek.evaluation.replay``) are replayed with every dense cosine pushed by ``±noise``: the case's relevant
+evidence up and the rest down, and the reverse; the nine best up and the rest down, which raises the cosine and the
+gap the confidence gate reads, and the reverse; and a few seeded random sign patterns. Each case gets a *band*: its
+best and worst value of each metric, and the refusals seen. Another machine's outcome for a case lies within this
+machine's band, so the baseline is compared case by case (:func:`gate`): only what falls outside a band counts.
+Cases whose band is not a single point are *fragile*: a change of machine can move them.
 
 The pushes are extremes of the noise box, not a search of it (the order among several relevant pieces, or the
 confidence gate, can make a middle point better); the tolerance absorbs that remainder.
@@ -212,7 +212,9 @@ def gate(
     ...                  "b": {"hit@1": 0.0}}, {"a": {False}, "b": {False}}, ["a", "b"], [])
     >>> gate(band, {"per_query": [{"query_id": "a", "metrics": {"hit@1": 1.0}, "ranking": ["x"]},
     ...                           {"query_id": "b", "metrics": {"hit@1": 1.0}, "ranking": ["y"]}]}, metrics=("hit@1",))
-    ['hybrid: hit@1 fell 0.5000 beyond embedding noise (±0.002; tolerance 0.01): below the baseline whatever the noise in 1 case(s) (b), above it in 0']
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['hybrid: hit@1 fell 0.5000 beyond embedding noise (±0.002; tolerance 0.01):
+      below the baseline whatever the noise in 1 case(s) (b), above it in 0']
     """
     before = {q["query_id"]: q for q in baseline.get("per_query", [])}
     shared = [q for q in band.answerable if q in before and q in band.best]

@@ -14,7 +14,13 @@ import httpx
 
 from kbseek.errors import LiveEvalError
 from kbseek.evaluation.datasets import Dataset, Query
-from kbseek.evaluation.retrievers import answer_request, is_answer_policy
+from kbseek.evaluation.retrievers import (
+    AnswerChunks,
+    LabelledChunk,
+    answer_request,
+    default_request,
+    is_answer_policy,
+)
 from kbseek.evaluation.runner import metric_names, report, run_policy
 from kbseek.settings import Settings
 
@@ -27,6 +33,7 @@ class RemoteChunk:
 
     source_path: str
     heading_path: tuple[str, ...]
+    level: str | None = None
 
 
 class HttpRetriever:
@@ -56,7 +63,7 @@ class HttpRetriever:
     def ready(self) -> dict[str, Any]:
         return self._call("GET", "/ready")
 
-    def __call__(self, query: Query, policy: str, depth: int) -> list[RemoteChunk]:
+    def __call__(self, query: Query, policy: str, depth: int) -> list[RemoteChunk] | AnswerChunks:
         if not is_answer_policy(policy):
             data = self._call(
                 "GET",
@@ -65,12 +72,17 @@ class HttpRetriever:
             )
             return [RemoteChunk(h["path"], tuple(h["heading_path"])) for h in data["hits"]]
         data = self._call("POST", "/api/lookup", json=answer_request(query.text, policy, depth))
-        chunks: list[RemoteChunk] = []
+        chunks = AnswerChunks()
         for entry in data["documents"]:
             if entry["items"]:
-                chunks += [RemoteChunk(entry["source_path"], tuple(p["heading_path"])) for p in entry["items"]]
+                chunks += [
+                    LabelledChunk(entry["source_path"], tuple(p["heading_path"]), p.get("relevance"))
+                    for p in entry["items"]
+                ]
             elif entry["form"] == "compact_summary" and (first := self.first_chunk(entry["source_path"])):
-                chunks.append(first)  # as offline: a compact summary stands for its document's first chunk
+                # as offline: a compact summary stands for its document's first chunk
+                chunks.append(LabelledChunk(first.source_path, first.heading_path, entry.get("relevance")))
+        chunks.chars = self._call("POST", "/api/lookup", json=default_request(query.text, policy))["budget"]["chars"]
         return chunks
 
     def first_chunk(self, path: str) -> RemoteChunk | None:

@@ -26,6 +26,20 @@ def _short(path: str) -> str:
         return path
 
 
+def evidence_cells(run: dict[str, Any]) -> str:
+    """Evidence precision (of the strong pieces) and characters per default answer, or dashes for a recall policy.
+
+    >>> evidence_cells({"evidence": {"strong_pieces": 8, "precision": 0.75, "chars_mean": 2400.4}})
+    '0.750 of 8 | 2400'
+    >>> evidence_cells({"evidence": {}})
+    '– | –'
+    """
+    ev = run.get("evidence") or {}
+    precision = f"{ev['precision']:.3f} of {ev['strong_pieces']}" if ev.get("precision") is not None else "–"
+    chars = f"{ev['chars_mean']:.0f}" if ev.get("chars_mean") is not None else "–"
+    return f"{precision} | {chars}"
+
+
 def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | None = None) -> str:
     metrics = _metrics(report)
     lines = [
@@ -36,8 +50,10 @@ def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | Non
         + ", ".join(f"`{k}` {_short(v)}" for k, v in report["files"].items())
         + ".",
         "",
-        "| run | " + " | ".join(f"{m} [95% CI]" for m in metrics) + " | answerable refused | no-answer refused |",
-        "|---|" + "---|" * len(metrics) + "---:|---:|",
+        "| run | "
+        + " | ".join(f"{m} [95% CI]" for m in metrics)
+        + " | answerable refused | no-answer refused | evidence precision | chars/answer |",
+        "|---|" + "---|" * len(metrics) + "---:|---:|---:|---:|",
     ]
     for run in report["runs"]:
         cells = [
@@ -53,7 +69,7 @@ def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | Non
         lines.append(
             f"| {run['name']} | "
             + " | ".join(cells)
-            + f" | {refusals.get('answerable_refused', 0):.0%} | {unanswerable} |"
+            + f" | {refusals.get('answerable_refused', 0):.0%} | {unanswerable} | {evidence_cells(run)} |"
         )
     if "metrics" in charts:
         lines += ["", f"![metrics per run]({charts['metrics']})"]

@@ -5,6 +5,10 @@ Recall policies (``hybrid``, ``dense``, ``lexical``) return the fused recall. An
 as chunks: each piece its first chunk, a compact summary its document's first chunk (its excerpt is the start of
 the body), a metadata-only entry nothing (it has no content).
 
+An answer policy's chunks carry the level the answer gave each piece (``LabelledChunk``) and the list the
+characters a default request (``top_k`` 5, the configured budget) hands the agent (``AnswerChunks.chars``): the
+runner measures evidence precision and answer size from them.
+
 Three retrievers, one request shape (:func:`answer_request`): :class:`ToolRetriever` runs the lookup tool in
 process; a replay (``kbseek.evaluation.replay``) is the same tool reading recorded lane candidates; a live run
 (``kbseek.evaluation.live``) asks a server over HTTP.
@@ -13,6 +17,7 @@ process; a replay (``kbseek.evaluation.replay``) is the same tool reading record
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kbseek.core.answer import Answer
@@ -55,14 +60,37 @@ def answer_request(query: str, policy: str, depth: int) -> dict[str, Any]:
     }
 
 
-def answer_chunks(indexes: Indexes, answer: Answer) -> list[Chunk]:
+@dataclass(frozen=True, slots=True)
+class LabelledChunk:
+    """A chunk of an answer as the judgment mapper reads it, with the relevance level the answer gave it."""
+
+    source_path: str
+    heading_path: tuple[str, ...]
+    level: str | None = None
+
+
+class AnswerChunks(list[LabelledChunk]):
+    """An answer's chunks, best first, and ``chars``: what a default request hands the agent (None: unknown)."""
+
+    chars: int | None = None
+
+
+def default_request(query: str, policy: str) -> dict[str, Any]:
+    """The request an agent makes by default: what ``chars`` measures."""
+    return {"query": query, "policy": policy.removeprefix(ANSWER_PREFIX)}
+
+
+def answer_chunks(indexes: Indexes, answer: Answer) -> AnswerChunks:
     """An answer as the ranked chunks it stands for (see the module docstring)."""
-    chunks = []
+    chunks = AnswerChunks()
     for entry in answer.documents:
         if entry.pieces:
-            chunks += [indexes.chunks[p.chunk_ids[0]] for p in entry.pieces]
+            for p in entry.pieces:
+                chunk = indexes.chunks[p.chunk_ids[0]]
+                chunks.append(LabelledChunk(chunk.source_path, chunk.heading_path, p.level))
         elif entry.form == "compact_summary" and indexes.documents[entry.document.id].chunk_ids:
-            chunks.append(indexes.chunks[indexes.documents[entry.document.id].chunk_ids[0]])
+            chunk = indexes.chunks[indexes.documents[entry.document.id].chunk_ids[0]]
+            chunks.append(LabelledChunk(chunk.source_path, chunk.heading_path, entry.level))
     return chunks
 
 
@@ -73,9 +101,11 @@ class ToolRetriever:
     def __init__(self, tool: LookupTool) -> None:
         self.tool = tool
 
-    def __call__(self, query: Query, policy: str, depth: int) -> list[Chunk]:
+    def __call__(self, query: Query, policy: str, depth: int) -> list[Chunk] | AnswerChunks:
         tool = self.tool
         if not is_answer_policy(policy):
             recalled = tool.recall(query.text, top_k=depth, policy=policy, category=None, only=None, config=tool.config)
             return [hit.chunk for hit in recalled.hits]
-        return answer_chunks(tool.indexes, tool(answer_request(query.text, policy, depth)).answer)
+        chunks = answer_chunks(tool.indexes, tool(answer_request(query.text, policy, depth)).answer)
+        chunks.chars = tool(default_request(query.text, policy)).answer.chars
+        return chunks

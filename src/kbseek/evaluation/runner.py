@@ -7,6 +7,10 @@ override (chunking, BM25, the embedder) opens the dataset's knowledge base with 
 
 The ranked list scored is what the policy returns (``evaluation.retrievers``), in its order, each judged id counted
 at its first occurrence; an unjudged chunk takes a place under its own id (``datasets.JudgmentMapper``).
+
+Answer policies are also measured for what their labels promise (:func:`evidence`): *evidence precision*, the
+share of the pieces labelled ``PRECISE`` or ``HIGHLY_RELEVANT`` that are judged relevant (a strong piece given
+for a question without an answer counts as wrong), and the characters a default request hands the agent.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from typing import Any
 
 from kbseek.core import metrics as m
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
+from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE
 from kbseek.errors import DatasetError
 from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
 from kbseek.evaluation.replay import replay_retriever
-from kbseek.evaluation.retrievers import Retriever, ToolRetriever
+from kbseek.evaluation.retrievers import Retriever, ToolRetriever, is_answer_policy
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -60,6 +65,7 @@ class RunResult:
     seconds: float
     no_answer: dict[str, Any] = field(default_factory=dict)
     by_tag: dict[str, dict[str, float]] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def metric_names(ks: tuple[int, ...]) -> list[str]:
@@ -86,13 +92,23 @@ def run_policy(
     retrieve = ToolRetriever(source.lookup_tool) if isinstance(source, KnowledgeBase) else source
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
+    strong: list[bool] = []  # per piece labelled PRECISE or HIGHLY_RELEVANT: judged relevant?
+    chars: list[int] = []
     started = time.perf_counter()
     for query in dataset.queries + dataset.unanswerable:
         ranked: dict[str, float] = {}
-        for chunk in retrieve(query, policy, depth):
-            for judged in mapper.ids(chunk):
+        grades = dataset.qrels.get(query.id, {})
+        retrieved = retrieve(query, policy, depth)
+        for chunk in retrieved:
+            ids = mapper.ids(chunk)
+            if getattr(chunk, "level", None) in STRONG_LEVELS:
+                strong.append(any(grades.get(j, 0) > 0 for j in ids))
+            for judged in ids:
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
+        given = getattr(retrieved, "chars", None)  # what an answer hands the agent (answer policies only)
+        if given is not None:
+            chars.append(given)
         run[query.id] = ranked
     seconds = time.perf_counter() - started
     per_query = m.per_query(dataset.qrels, run, names)
@@ -111,7 +127,28 @@ def run_policy(
         seconds,
         refusals(dataset, run),
         tag_means(dataset, per_query, names),
+        evidence(strong, chars) if is_answer_policy(policy) else {},
     )
+
+
+STRONG_LEVELS = frozenset({PRECISE, HIGHLY_RELEVANT})
+
+
+def evidence(strong: list[bool], chars: list[int]) -> dict[str, Any]:
+    """Evidence precision (``None`` when nothing was labelled strong) with its interval, and answer size.
+
+    >>> evidence([True, True, False, True], [1200, 800])
+    {'strong_pieces': 4, 'precision': 0.75, 'precision_ci': [0.25, 1.0], 'chars_mean': 1000.0, 'chars_max': 1200}
+    """
+    values = [float(x) for x in strong]
+    low, high = m.bootstrap_ci(values) if values else (0.0, 0.0)
+    return {
+        "strong_pieces": len(values),
+        "precision": round(m.mean(values), 4) if values else None,
+        "precision_ci": [round(low, 4), round(high, 4)] if values else None,
+        "chars_mean": round(m.mean([float(c) for c in chars]), 1) if chars else None,
+        "chars_max": max(chars) if chars else None,
+    }
 
 
 def refusals(dataset: Dataset, run: m.Run) -> dict[str, Any]:
@@ -225,6 +262,7 @@ def report(
                 "seconds": round(r.seconds, 3),
                 "metrics": r.summary,
                 "no_answer": r.no_answer,
+                "evidence": r.evidence,
                 "by_tag": r.by_tag,
                 "per_query": [
                     {

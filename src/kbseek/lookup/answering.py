@@ -25,6 +25,7 @@ from kbseek.core.answer import (
     join_chunks,
     metadata_only,
 )
+from kbseek.core.answerability import Signals, identifier_mask, identifiers, relative_mask, signals
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
@@ -91,28 +92,66 @@ def l0_status(hint: KeywordHint) -> dict[str, str]:
     return dict.fromkeys(strong, "match")
 
 
+def question_signals(
+    indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, reference: float | None
+) -> Signals:
+    """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training)."""
+    cleaned = clean_query(query)
+    coverage = indexes.bm25.coverage(indexes.analyzer.tokens(cleaned), [h.chunk.id for h in hits])
+    return signals(
+        [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits],
+        [h.chunk.document_id for h in hits],
+        [coverage[h.chunk.id] for h in hits],
+        [f"{h.chunk.breadcrumb}\n{h.chunk.text}" for h in hits],
+        reference=reference,
+        names=identifiers(cleaned),
+        l0=bool(l0_status(hint)),
+    )
+
+
 def levelled(
     indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds, reference: float | None
 ) -> list[Candidate]:
     """Each hit with its relevance level, in fused order.
 
-    The thresholds gate the *question*: when no hit passes, there is no confident match and nothing is
-    returned. When one does, every hit is kept and hits below the thresholds come as ``REFERENCE``: related,
-    not confirmed. The query is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's
-    labels and values would otherwise dilute the coverage). The answer then reads them strongest level first,
-    the fused rank within a level (``core.answer.reading_order``)."""
-    tokens = indexes.analyzer.tokens(clean_query(query))  # as the recall lanes saw it
+    The gate judges the *question*: it is answered when some hit passes the thresholds and, with a fitted
+    answerability model (``core.answerability``), when its probability also reaches the model's cut. A refused
+    question returns nothing. An answered one keeps every hit, hits below the thresholds as ``REFERENCE``: related,
+    not confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
+    far less of the query or scores far below the top hit, is ``REFERENCE`` too (``core.answerability``). The query
+    is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's labels and values would otherwise
+    dilute the coverage). The answer then reads them strongest level first, the fused rank within a level
+    (``core.answer.reading_order``)."""
+    cleaned = clean_query(query)
+    tokens = indexes.analyzer.tokens(cleaned)  # as the recall lanes saw it
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     l0 = l0_status(hint)
+    names = identifiers(cleaned)
+    texts = [f"{h.chunk.breadcrumb}\n{h.chunk.text}" for h in hits]
+    sims = [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits]
     levels = []
-    for hit in hits:
-        dense = hit.lanes.get("dense")
-        sim = dense.score if dense else None
+    for hit, sim in zip(hits, sims):
         gap = sim - reference if sim is not None and reference is not None else 0.0
         levels.append(level(sim, gap, coverage[hit.chunk.id], l0.get(hit.chunk.document_id, "none"), t))
     if all(lvl is None for lvl in levels):
         return []
-    return [Candidate((hit.chunk,), hit.score, hit.lanes, lvl or REFERENCE) for hit, lvl in zip(hits, levels)]
+    if t.answerability is not None:
+        # the model refuses near-topic questions the per-hit thresholds let through; it was fitted on near-topic
+        # negatives only, so it never answers what the thresholds refuse (an off-topic question)
+        found = question_signals(indexes, query, hits, hint, reference)
+        if t.answerability.probability(found) < t.answerability.cut:
+            return []
+    relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits])
+    strong_ok = [a and b for a, b in zip(identifier_mask(names, texts), relative)]
+    return [
+        Candidate((hit.chunk,), hit.score, hit.lanes, _capped(lvl, ok)) for hit, lvl, ok in zip(hits, levels, strong_ok)
+    ]
+
+
+def _capped(lvl: str | None, strong_ok: bool) -> str:
+    if lvl is None or (not strong_ok and lvl in (PRECISE, HIGHLY_RELEVANT)):
+        return REFERENCE
+    return lvl
 
 
 @dataclass(frozen=True, slots=True)

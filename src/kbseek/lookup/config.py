@@ -41,6 +41,7 @@ class LookupConfig:
     query_rewrite: str = "off"  # when the request names none
     slow_lookup_ms: float = 1000.0
     threshold_overrides: dict[str, float] = field(default_factory=dict)  # over the embedder's calibration
+    answerability_model: bool = True  # the embedder's fitted question-level gate, where it has one
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LookupConfig:
@@ -53,6 +54,7 @@ class LookupConfig:
             source_url_template=settings.source_url_template or None,
             query_rewrite=settings.query_rewrite,
             slow_lookup_ms=settings.slow_lookup_ms,
+            answerability_model=settings.answerability_model,
             threshold_overrides={
                 name: getattr(settings, name) for name in THRESHOLD_FIELDS if getattr(settings, name) is not None
             },
@@ -60,4 +62,4 @@ class LookupConfig:
 
     def thresholds_for(self, model_id: str | None) -> Thresholds:
         """The relevance thresholds for cosines of ``model_id`` (``None``: no dense lane), with the overrides."""
-        return thresholds_for(model_id, self.threshold_overrides)
+        return thresholds_for(model_id, self.threshold_overrides, answerability=self.answerability_model)

@@ -120,12 +120,21 @@ def _print_runs(report: dict[str, Any]) -> None:
     table.add_column("run", no_wrap=True)
     for name in shown:
         table.add_column(name, no_wrap=True)
+    for name in ("refused", "no-answer refused", "evidence precision", "chars"):
+        table.add_column(name, no_wrap=True)
     table.add_column("s", justify="right")
     for r in report["runs"]:
         cells = [
             f"{r['metrics'][n]['mean']:.3f} "
             f"[dim][{r['metrics'][n]['ci_low']:.2f}, {r['metrics'][n]['ci_high']:.2f}][/dim]"
             for n in shown
+        ]
+        na, ev = r.get("no_answer", {}), r.get("evidence") or {}
+        cells += [
+            f"{na.get('answerable_refused', 0):.0%}",
+            f"{na['unanswerable_refused']:.0%} of {na['unanswerable']}" if "unanswerable" in na else "–",
+            f"{ev['precision']:.3f} of {ev['strong_pieces']}" if ev.get("precision") is not None else "–",
+            f"{ev['chars_mean']:.0f}" if ev.get("chars_mean") is not None else "–",
         ]
         table.add_row(r["name"], *cells, f"{r['seconds']:.1f}")
     say(f"{report['dataset']}: {report['config']['queries']} queries")
@@ -155,6 +164,16 @@ def _print_comparison(result: dict[str, Any], show: int) -> None:
         f"difference {result['mean_difference']:+.3f} (p = {result['p_value']:.4f}, {verdict}); "
         f"{result['cases']} cases: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties"
     )
+    for side in ("a", "b"):
+        ev, na = result.get(f"evidence_{side}") or {}, result.get(f"no_answer_{side}") or {}
+        if ev.get("strong_pieces") is not None or "unanswerable" in na:
+            precision = f"{ev['precision']:.3f}" if ev.get("precision") is not None else "–"
+            chars = f"{ev['chars_mean']:.0f}" if ev.get("chars_mean") is not None else "–"
+            refused = f"{na['unanswerable_refused']:.0%}" if "unanswerable" in na else "–"
+            say(
+                f"  {side.upper()}: evidence precision {precision}, chars/answer {chars}, answerable refused "
+                f"{na.get('answerable_refused', 0):.0%}, no-answer refused {refused}"
+            )
     for title, rows in (("B loses", result["losses_detail"]), ("B wins", result["wins_detail"])):
         if rows:
             say(f"[bold]{title}[/bold]:")

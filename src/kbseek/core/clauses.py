@@ -1,0 +1,60 @@
+"""A question's clauses, and its script: what the multi-part and cross-language recall read of a query.
+
+A two-part question ("how do I locate the hot thread, and then how do I verify the fix?") is answered by two
+sections; recalled as one bag of words, the section sharing most words with the whole question wins and the
+other part's section can fall out of the top five. :func:`clauses` splits a question at sentence punctuation
+and at Chinese and English connectives, keeping parts with enough words of their own.
+
+>>> clauses("Java 进程 CPU 很高：怎么找到是哪个线程在占？如果是 GC 线程，下一步该做什么？")
+['Java 进程 CPU 很高：怎么找到是哪个线程在占', '如果是 GC 线程', '下一步该做什么']
+>>> clauses("how do I find the hot thread and then verify the fix")
+['how do I find the hot thread', 'verify the fix']
+>>> clauses("ERR_TIMEOUT 怎么排查")
+['ERR_TIMEOUT 怎么排查']
+>>> round(cjk_share("How do I roll back?"), 2), round(cjk_share("怎么回滚 release"), 2)
+(0.0, 0.8)
+"""
+
+from __future__ import annotations
+
+import re
+
+_SPLIT = re.compile(
+    r"[；;？?。！!\n]+|[，,](?!\d)|"
+    r"(?:并且|而且|以及|同时|然后|之后再|另外|此外|接着|再说|还有)|"
+    r"\s+(?:and then|and also|then|also|as well as|plus|and)\s+",
+    re.IGNORECASE,
+)
+MIN_CLAUSE_CHARS = 4  # a clause shorter than this joins its neighbour: "和" alone splits nothing
+
+
+def clauses(query: str) -> list[str]:
+    """The parts of a question (the question itself when it has one part)."""
+    parts = [p.strip(" :：、") for p in _SPLIT.split(query)]
+    parts = [p for p in parts if p]
+    merged: list[str] = []
+    for part in parts:
+        if merged and _size(part) < MIN_CLAUSE_CHARS:
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    if len(merged) > 1 and _size(merged[0]) < MIN_CLAUSE_CHARS:
+        merged[1] = f"{merged[0]} {merged[1]}"
+        merged.pop(0)
+    return merged or [query.strip()]
+
+
+def _size(text: str) -> int:
+    """Characters of Chinese plus two per word of other scripts: about how much a clause says."""
+    return sum(1 for ch in text if _is_cjk(ch)) + 2 * len(re.findall(r"[A-Za-z0-9_]+", text))
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+
+
+def cjk_share(text: str) -> float:
+    """Share of the text's letters that are Chinese characters (an English word counts as one letter)."""
+    cjk = sum(1 for ch in text if _is_cjk(ch))
+    words = len(re.findall(r"[A-Za-z]+", text))
+    return cjk / (cjk + words) if cjk + words else 0.0

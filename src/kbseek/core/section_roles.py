@@ -1,0 +1,141 @@
+"""What a section is *for*, in Chinese and English: roll back, verify, watch metrics, locate, root cause, ...
+
+Runbook questions often name the purpose of the section that answers them ("what should I verify after the
+fix?") without repeating its words, while the section says its purpose in its heading (``恢复验证``) and not in
+its body. :func:`query_roles` reads the purposes a question asks for, :func:`heading_roles` those a heading
+declares; a section whose heading declares a purpose the question asks for is a better answer to it.
+
+The table is general runbook vocabulary, not the wording of any one knowledge base: each role lists the words
+that ask for it in a question and the words that declare it in a heading.
+
+>>> sorted(query_roles("回滚之后要验证哪些指标？"))
+['metrics', 'rollback', 'verify']
+>>> sorted(query_roles("How do I confirm the fix worked and which metrics should I watch?"))
+['metrics', 'verify']
+>>> sorted(heading_roles("4. 恢复验证"))
+['recovery', 'verify']
+>>> sorted(heading_roles("Rollback plan"))
+['rollback']
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    name: str
+    asked_zh: tuple[str, ...]  # substrings of a question that ask for this purpose
+    asked_en: tuple[str, ...]  # word prefixes of a question (matched at a word start, case-insensitive)
+    declared_zh: tuple[str, ...]  # substrings of a heading that declare it
+    declared_en: tuple[str, ...]  # word prefixes of a heading
+
+
+ROLES: tuple[Role, ...] = (
+    Role(
+        "rollback",
+        ("回滚", "回退", "撤回", "退回上一版", "降级回"),
+        ("rollback", "roll back", "rolling back", "revert", "undo the"),
+        ("回滚", "回退"),
+        ("rollback", "roll back", "revert"),
+    ),
+    Role(
+        "verify",
+        ("验证", "确认", "校验", "核对", "核实", "是否生效", "是否恢复", "算恢复", "才算"),
+        ("verify", "confirm", "validat", "make sure", "check that", "ensure", "call it done", "is fixed"),
+        ("验证", "确认", "校验", "核对", "检查清单", "检查项"),
+        ("verif", "validat", "confirm", "checklist"),
+    ),
+    Role(
+        "metrics",
+        ("指标", "监控", "看板", "大盘", "曲线", "观察哪些", "盯"),
+        ("metric", "dashboard", "monitor", "watch", "graph", "kpi"),
+        ("指标", "监控", "看板", "观察"),
+        ("metric", "monitor", "dashboard", "observ"),
+    ),
+    Role(
+        "locate",
+        ("定位", "排查", "诊断", "找出", "找到", "判断", "确定是哪", "哪个", "哪一"),
+        ("locate", "find", "identify", "diagnos", "troubleshoot", "investigat", "pinpoint", "tell which"),
+        ("定位", "排查", "诊断", "判断", "识别", "查看", "确认是"),
+        ("diagnos", "troubleshoot", "investigat", "identif", "locat", "find"),
+    ),
+    Role(
+        "cause",
+        ("原因", "根因", "为什么", "为何", "原理", "怎么会", "导致"),
+        ("cause", "why", "reason", "root cause", "how come"),
+        ("原因", "根因", "原理", "模式", "来源"),
+        ("cause", "reason", "why", "pattern"),
+    ),
+    Role(
+        "mitigate",
+        ("止损", "止血", "应急", "缓解", "临时", "先恢复", "快速恢复", "兜底", "处置", "怎么办"),
+        ("mitigat", "workaround", "stop the bleeding", "emergency", "quick fix", "short-term", "stopgap"),
+        ("止损", "止血", "应急", "缓解", "处置", "临时"),
+        ("mitigat", "emergency", "workaround", "remediat", "immediate"),
+    ),
+    Role(
+        "escalate",
+        ("升级", "通知", "上报", "知会", "通报", "拉群", "找谁", "联系"),
+        ("escalat", "notify", "page ", "inform", "who to call", "contact", "on-call"),
+        ("升级", "通知", "上报", "通报", "联系"),
+        ("escalat", "notif", "contact", "communicat"),
+    ),
+    Role(
+        "trigger",
+        ("阈值", "触发", "告警条件", "什么条件", "多少会", "响铃", "报警"),
+        ("threshold", "trigger", "fire", "fires", "alert condition"),
+        ("告警说明", "触发", "阈值", "告警规则", "现象与告警"),
+        ("alert", "threshold", "trigger"),
+    ),
+    Role(
+        "prevent",
+        ("预防", "避免", "根治", "杜绝", "从根上", "再次发生", "改进"),
+        ("prevent", "avoid", "never happen", "recurr", "long-term"),
+        ("预防", "避免", "改进", "最佳实践", "规范", "建议", "泄漏模式"),
+        ("prevent", "best practice", "avoid", "recommend"),
+    ),
+    Role(
+        "recovery",
+        ("恢复", "复原", "切回", "回切"),
+        ("recover", "restore", "back to normal", "routing traffic back"),
+        ("恢复",),
+        ("recover", "restor"),
+    ),
+    Role(
+        "config",
+        ("配置", "参数", "调大", "调小", "设置多少", "怎么设"),
+        ("config", "parameter", "setting", "tune", "timeout value"),
+        ("配置", "参数", "对齐"),
+        ("config", "parameter", "setting", "tuning"),
+    ),
+)
+
+
+def _has_en(text: str, prefixes: tuple[str, ...]) -> bool:
+    return any(re.search(r"(?<![a-z])" + re.escape(p), text) for p in prefixes)
+
+
+def query_roles(query: str) -> frozenset[str]:
+    """The purposes a question asks for."""
+    text = query.casefold()
+    return frozenset(r.name for r in ROLES if any(w in text for w in r.asked_zh) or _has_en(text, r.asked_en))
+
+
+_HEADING_CACHE: dict[str, frozenset[str]] = {}
+
+
+def heading_roles(heading: str) -> frozenset[str]:
+    """The purposes a section heading declares (cached: headings repeat across queries)."""
+    roles = _HEADING_CACHE.get(heading)
+    if roles is None:
+        text = heading.casefold()
+        roles = frozenset(
+            r.name for r in ROLES if any(w in text for w in r.declared_zh) or _has_en(text, r.declared_en)
+        )
+        if len(_HEADING_CACHE) > 100_000:
+            _HEADING_CACHE.clear()
+        _HEADING_CACHE[heading] = roles
+    return roles

