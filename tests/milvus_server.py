@@ -103,8 +103,8 @@ class MilvusServer:
 
     def restart(self, tries: int = 3, timeout: float = 45) -> None:
         """Start again on the same port and data dir after :meth:`kill`. A v2.3.5 standalone killed while a client
-        was connected did not come up on its first restart here (its query node never registered, 2 of 2 tries),
-        and did on the second, in ~8 s; one closed by its client first came up at once (3 of 3)."""
+        was connected never came up on its first restart here (its query node never registered; 0 of 6 tries), and
+        did when stopped and started again, in ~8 s; one whose clients had closed came up at once (3 of 3)."""
         for attempt in range(tries):
             try:
                 self.start(timeout=timeout)
