@@ -84,9 +84,8 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
     try:
         with engine.begin() as conn:  # every test starts from empty tables
             if conn.execute(text("SELECT to_regclass('documents')")).scalar():
-                conn.execute(
-                    text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit CASCADE")
-                )
+                tables = "documents, kb_state, lookup_sessions, tool_invocations, write_audit, document_versions"
+                conn.execute(text(f"TRUNCATE {tables} CASCADE"))
     finally:
         engine.dispose()
     return Settings(home=home, database_url=url)

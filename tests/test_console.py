@@ -521,6 +521,37 @@ def test_console_end_to_end(served, browser, tmp_path):
     assert page.errors() == []
 
 
+def test_console_document_history_diff_and_rollback(served, browser):
+    base, _ = served
+    path, first, second = "ops/history-e2e.md", "# History e2e\n\nHISTORY_E2E_OLD step\n", "# History e2e\n\nnew step\n"
+    files = [("files", ("history-e2e.md", first.encode(), "text/markdown"))]
+    assert httpx.post(f"{base}/api/documents", files=files, data={"category": "ops"}, headers=auth(WRITE)).is_success
+    new = [("file", ("x.md", second.encode()))]
+    assert httpx.put(f"{base}/api/documents/{path}", files=new, headers=auth(WRITE)).is_success
+    page = Page(browser, base)
+    page.go(f"#/documents/{path}")
+    page.type("#api-key", WRITE, submit=True)
+    page.go(f"#/documents/{path}")
+    rows = page.text_in("#history-table", "upload", "replace", "current")
+    assert rows.index("replace") < rows.index("upload")  # newest first
+    page.find("#diff-1").click()
+    page.text_in("#version-diff", "-HISTORY_E2E_OLD step", "+new step")
+    page.find("#show-1").click()
+    page.text_in("#version-text", "HISTORY_E2E_OLD step")
+    page.find("#rollback-1").click()
+    page.find("#rollback-confirm").click()
+    page.text_in("main .notice", "Version 1 restored as version 3")
+    page.text_in("#history-table", "restored from 1", "rollback")
+    page.find("#diff-2").click()
+    page.text_in("#version-diff", "+HISTORY_E2E_OLD step")
+    browser.execute_script("document.getElementById('doc-history-h').scrollIntoView()")
+    page.shot("document-history")
+    shown = httpx.get(f"{base}/api/documents/{path}/history", headers=auth(READ)).json()
+    newest = shown["versions"][-1]
+    assert (shown["current"], newest["via"], newest["key_id"][:2]) == (3, "rollback", "k-")
+    assert page.errors() == []
+
+
 def test_console_language_and_keyboard(served, browser):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys

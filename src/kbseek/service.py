@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
-from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.audit import AuditStore
-from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.sessions import SessionStore
@@ -23,12 +21,11 @@ from kbseek.core.relevance import Thresholds
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.errors import NotFoundError
+from kbseek.home.history import DocumentHistory
 from kbseek.home.ingest import FileReport, IngestReport
-from kbseek.home.ownership import refuse_if_owned
-from kbseek.home.readonly import read_only_parts
 from kbseek.home.repair import drift, repair
 from kbseek.home.writelocks import WriteLocks
-from kbseek.home.writer import DocumentWriter, ProgressCallback, chunking_config, log_scan
+from kbseek.home.writer import DocumentWriter, ProgressCallback, log_documents_state, log_scan
 from kbseek.lookup.config import LookupConfig, fusion_config
 from kbseek.lookup.tool import IndexRecall, LookupTool
 from kbseek.lookup.trace import session_trace
@@ -39,15 +36,14 @@ from kbseek.observability.readiness import readiness_report
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.sections import section_reference
 from kbseek.settings import Settings
-from kbseek.wiring import open_indexes
+from kbseek.wiring import home_parts, open_indexes
 
 log = logging.getLogger("kbseek")
 T = TypeVar("T")
 
 
 def _alone(method: Callable[..., T]) -> Callable[..., T]:
-    """Run a ``KnowledgeBase`` method holding the home exclusively (``WriteLocks.repairing``): no write of
-    this process or another one on the home is half done while it runs, and none starts."""
+    """Run a method holding the home alone (``WriteLocks.repairing``): no write, of any process, is half done."""
 
     @functools.wraps(method)
     def alone(self: KnowledgeBase, *args: Any, **kwargs: Any) -> T:
@@ -94,15 +90,15 @@ class KnowledgeBase:
             invocations=self.invocations,
             telemetry=self.telemetry,
         )
-        self.chunking = chunking_config(settings)
         self.writer = DocumentWriter(
             repository=repository,
             files=files,
             writes=self.writes,
             audit=self.audit,
             telemetry=self.telemetry,
-            chunking=self.chunking,
+            settings=settings,
         )
+        self.history = DocumentHistory(self.writer)
 
     @classmethod
     def open(
@@ -118,16 +114,9 @@ class KnowledgeBase:
         settings = settings or Settings()
         with request_scope():
             started = time.perf_counter()
-            if read_only:
-                kb = cls(*read_only_parts(settings))
-                repaired: dict[str, int] = {}
-            else:
-                refuse_if_owned(settings.home)
-                engine = make_engine(settings.database_url)
-                if migrate_schema:
-                    migrate.upgrade(engine)
-                kb = cls(settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync))
-                repaired = kb.startup_repair = kb.repair()
+            kb = cls(*home_parts(settings, migrate_schema=migrate_schema, read_only=read_only))
+            if not read_only:
+                kb.startup_repair = kb.repair()
                 kb.invocations.apply_retention()
             kb.indexes.refresh()
             if settings.vectors_in_background:
@@ -140,17 +129,11 @@ class KnowledgeBase:
                 " read-only" if read_only else "",
                 kb.repository.count(),
                 kb.repository.chunk_count(),
-                repaired,
+                kb.startup_repair,
                 (time.perf_counter() - started) * 1000,
             )
             if not read_only:  # the owner reports the state of the documents once; readers stay quiet
-                warned = sorted(kb.repository.warnings())
-                if warned:
-                    log.warning(
-                        "%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10])
-                    )
-                for item in kb.lint():  # advice, not trouble: 'kbseek docs lint' and ingest reports show it too
-                    log.info("lint: %s", item["message"])
+                log_documents_state(sorted(kb.repository.warnings()), kb.lint())
             return kb
 
     def close(self) -> None:
@@ -224,6 +207,13 @@ class KnowledgeBase:
         with request_scope():
             self.writer.delete(path)
             self.indexes.refresh()
+
+    def rollback(self, path: str, to: int) -> dict[str, Any]:
+        """Version ``to`` of a document back as its newest version, through the write path (``home.history``)."""
+        with request_scope():
+            shown = self.history.rollback(path, to)
+            self.indexes.refresh()
+            return shown
 
     # -- retrieval ----------------------------------------------------------------------
 
@@ -313,6 +303,13 @@ class KnowledgeBase:
     ) -> list[StoredDocument]:
         return self.repository.list(category=category, limit=limit, offset=offset)
 
+    def document_history(self, path: str, version: int | None = None) -> dict[str, Any]:
+        """A document's kept versions, oldest first, or (``version``) one of them with its Markdown."""
+        return self.history.versions(path) if version is None else self.history.version(path, version)
+
+    def document_diff(self, path: str, a: int, b: int) -> dict[str, Any]:
+        return self.history.diff(path, a, b)
+
     def lint(self) -> list[dict[str, Any]]:
         """Keywords several documents share (``kbseek.core.document.keyword_lint``)."""
         return keyword_lint(self.repository.keywords())
@@ -365,10 +362,8 @@ class KnowledgeBase:
 
     def categories(self) -> dict[str, int]:
         """Each category with its number of documents, by name."""
-        counts: dict[str, int] = {}
-        for doc in self.list_documents():
-            counts[doc.category] = counts.get(doc.category, 0) + 1
-        return dict(sorted(counts.items()))
+        categories = [doc.category for doc in self.list_documents()]
+        return {name: categories.count(name) for name in sorted(set(categories))}
 
     def document_markdown(self, path: str) -> str | None:
         """A document's stored Markdown, frontmatter included (``None``: no document at ``path``)."""

@@ -142,6 +142,12 @@ class Settings(BaseSettings):
         ge=1,
         description="A frontmatter with more fields and list items (all levels, keywords included) is refused",
     )
+    history_keep_versions: int = Field(
+        default=50,
+        ge=0,
+        description="Versions kept per document in its history (the oldest go first, in the change's own "
+        "transaction); 0 keeps all",
+    )
     invocation_max_rows: int = Field(
         default=100_000,
         ge=0,

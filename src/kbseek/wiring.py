@@ -16,9 +16,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kbseek.adapters.filestore import FileStore
+from kbseek.adapters.sql import migrate
+from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.errors import EmbeddingError, KbseekError
+from kbseek.home.ownership import refuse_if_owned
+from kbseek.home.readonly import read_only_parts
 from kbseek.ports import Embedder
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.vectors import DeferredDense, DenseIndex
@@ -28,6 +33,20 @@ if TYPE_CHECKING:
     from kbseek.adapters.vectors_milvus import MilvusVectorStore
 
 log = logging.getLogger("kbseek")
+
+
+def home_parts(
+    settings: Settings, *, migrate_schema: bool = True, read_only: bool = False
+) -> tuple[Settings, SqlRepository, FileStore]:
+    """The settings, repository and file store of a data home: read-only beside its owner (no migration, the schema
+    must be current; ``kbseek.home.readonly``), or owned (refused when another process owns it; migrated)."""
+    if read_only:
+        return read_only_parts(settings)
+    refuse_if_owned(settings.home)
+    engine = make_engine(settings.database_url)
+    if migrate_schema:
+        migrate.upgrade(engine)
+    return settings, SqlRepository(engine), FileStore(settings.knowledge_base_dir, fsync=settings.fsync)
 
 
 def open_indexes(settings: Settings, repository: SqlRepository) -> Indexes:

@@ -183,11 +183,18 @@ def lines_outside_fences(text: str) -> Iterator[str]:
             if _closes(line, fence):
                 fence = None
             continue
-        opening = _FENCE_OPEN.match(line)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = opening.group(1)
-            continue
-        yield line
+        fence = _opens(line)
+        if fence is None:
+            yield line
+
+
+def _opens(line: str) -> str | None:
+    """The fence (```` ``` ```` or ``~~~``, three or more) a line opens, if it opens one: a backtick fence's info
+    string may not itself hold a backtick (that line is inline code)."""
+    opening = _FENCE_OPEN.match(line)
+    if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+        return opening.group(1)
+    return None
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -232,9 +239,9 @@ def _scan(
             if _closes(content, fence):
                 fence = None
             continue
-        opening = _FENCE_OPEN.match(content)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence, paragraph_start, fence_start = opening.group(1), None, start
+        fence = _opens(content)
+        if fence is not None:
+            paragraph_start, fence_start = None, start
             continue
         atx = _atx(content)
         if atx and atx.group(2) and normalize_heading(atx.group(2)):
@@ -307,9 +314,8 @@ def _blocks(text: str, start: int, end: int) -> list[_Block]:
             if _closes(content, fence):
                 fence = None
             continue
-        opening = _FENCE_OPEN.match(content)
-        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = opening.group(1)
+        fence = _opens(content)
+        if fence is not None:
             blocks.append(_Block(line_start, position, "code"))
             continue
         kind = "table" if _TABLE_LINE.match(content) else "text"

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbseek.adapters.sql.history import Change
 from kbseek.core.document import ChunkingConfig, decode_markdown, parse_document
 from kbseek.core.frontmatter import parse_frontmatter
 from kbseek.core.ids import sha256_hex
 from kbseek.core.paths import DEFAULT_CATEGORY, safe_category, upload_path
-from kbseek.errors import KbseekError, NotFoundError, StorageError
+from kbseek.errors import InvalidRequest, KbseekError, NotFoundError, StorageError
 from kbseek.home.ingest import FileReport, IngestReport, PlannedFile, plan_ingest
 from kbseek.home.writelocks import WriteLocks
 from kbseek.observability.logs import current_actor, current_request_id
@@ -42,14 +43,15 @@ class DocumentWriter:
         writes: WriteLocks,
         audit: AuditStore,
         telemetry: Telemetry,
-        chunking: ChunkingConfig,
+        settings: Settings,
     ) -> None:
+        self.keep_versions = settings.history_keep_versions  # per document in its history; 0 keeps all
         self.repository = repository
         self.files = files
         self.writes = writes
         self.audit = audit
         self.telemetry = telemetry
-        self.chunking = chunking
+        self.chunking = chunking_config(settings)
 
     def ingest(
         self,
@@ -92,7 +94,7 @@ class DocumentWriter:
             source = f"{origin}#{path}"
             file_report = FileReport(source=source, status="failed", path=path)
             try:
-                self._store_if_changed(data, path, None, source, known, file_report)
+                self._store_if_changed(data, path, None, source, known, file_report, via="import")
             except KbseekError as exc:
                 file_report.reason, file_report.error_code = str(exc), exc.code
             report.files.append(file_report)
@@ -103,7 +105,7 @@ class DocumentWriter:
         try:
             path = self._single_file_path(data, file_name, category)
             report.path = path
-            self._store(data, path, category, None, report, source=file_name)
+            self._store(data, path, category, None, report, source=file_name, via="upload")
         except KbseekError as exc:
             report.reason, report.error_code = str(exc), exc.code
             log.warning("upload failed: %s", exc)
@@ -118,7 +120,7 @@ class DocumentWriter:
             raise no_document(path)
         report = FileReport(source=path, status="failed", path=path)
         try:
-            self._store(data, path, None, None, report, source=path, must_exist=True)
+            self._store(data, path, None, None, report, source=path, must_exist=True, via="replace")
         except NotFoundError:
             raise
         except KbseekError as exc:
@@ -127,10 +129,35 @@ class DocumentWriter:
             self._rejected(path, str(exc), len(data))
         return report
 
-    def delete(self, path: str) -> None:
+    def rollback(self, path: str, to: int, read: Callable[[str, int], dict[str, Any] | None]) -> FileReport:
+        """Bring back version ``to`` of the document at ``path`` (``read`` gives a version) as its new version,
+        through the same write as a replace: original, rows, audit and history in one go, indexes after.
+
+        ``NotFoundError`` for a version not kept or a document deleted (also when deleted meanwhile: decided in
+        the write's transaction); ``InvalidRequest`` for a version that is a deletion. Nothing changes then."""
+        if self.repository.get(path) is None:
+            raise NotFoundError(
+                f"no document with path {path!r} to roll back (it was deleted or never stored)",
+                hint=f"its history stays readable: 'kbseek docs history {path}'; upload a version to restore it",
+            )
+        wanted = read(path, to)
+        if wanted is None:
+            raise no_version(path, to)
+        if wanted["content"] is None:
+            raise InvalidRequest(
+                f"to: version {to} of {path!r} is its deletion, which has no text to bring back",
+                hint=f"pick a version with text: 'kbseek docs history {path}'",
+            )
+        report = FileReport(source=f"{path}@v{to}", status="failed", path=path)
+        data = wanted["content"].encode("utf-8")
+        self._store(data, path, None, None, report, source=path, must_exist=True, via="rollback", restored_from=to)
+        return report
+
+    def delete(self, path: str, *, via: str = "delete") -> None:
         """Remove a document: its rows, then its stored original (both while holding the path)."""
         with self.writes.writing(path):
-            if not self.repository.delete(path, audit=self._audit_fields()):
+            change = Change(via=via, keep=self.keep_versions)
+            if not self.repository.delete(path, audit=self._audit_fields(), change=change):
                 raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
             try:
                 self.files.delete(path)
@@ -169,12 +196,14 @@ class DocumentWriter:
         source: str,
         known: dict[str, tuple[str, str | None]],
         report: FileReport,
+        *,
+        via: str = "ingest",
     ) -> None:
         stored = known.get(path)
         if stored is not None and stored[0] == sha256_hex(data) and stored[1] == source:
             report.status = "unchanged"
         else:
-            self._store(data, path, category, source, report, source=source)
+            self._store(data, path, category, source, report, source=source, via=via)
 
     def _single_file_path(self, data: bytes, file_name: str, category: str | None) -> str:
         if category is None:
@@ -192,6 +221,8 @@ class DocumentWriter:
         *,
         source: str,
         must_exist: bool = False,
+        via: str,
+        restored_from: int | None = None,
     ) -> None:
         timings: dict[str, float] = {}
         doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
@@ -207,7 +238,11 @@ class DocumentWriter:
                 self.files.write(path, data)
             try:
                 report.status = self.repository.save(
-                    doc, origin=origin, must_exist=must_exist, audit=self._audit_fields(len(data), parse_ms)
+                    doc,
+                    origin=origin,
+                    must_exist=must_exist,
+                    audit=self._audit_fields(len(data), parse_ms),
+                    change=Change(via=via, keep=self.keep_versions, restored_from=restored_from),
                 )
                 if report.status == "missing":
                     raise no_document(path)
@@ -264,7 +299,7 @@ class DocumentWriter:
             prefix = f"{root}/"
             for path, (_, origin) in sorted(known.items()):
                 if origin and origin.startswith(prefix) and path not in seen and not Path(origin).exists():
-                    self.delete(path)
+                    self.delete(path, via="prune")
                     report.pruned.append(path)
                     log.info("pruned: %s (its file %s is gone)", path, origin)
 
@@ -282,6 +317,15 @@ def chunking_config(settings: Settings) -> ChunkingConfig:
     )
 
 
+def log_documents_state(warned: list[str], lint: list[dict[str, Any]]) -> None:
+    """What the owner of a home says once at start-up: documents with warnings, and lint advice (not trouble:
+    ``kbseek docs lint`` and ingest reports show it too)."""
+    if warned:
+        log.warning("%d document(s) have warnings (kbseek docs show PATH): %s", len(warned), ", ".join(warned[:10]))
+    for item in lint:
+        log.info("lint: %s", item["message"])
+
+
 def log_scan(report: IngestReport) -> None:
     """A start-up scan's warnings and failures, which no caller sees otherwise."""
     for file in report.files:
@@ -293,6 +337,12 @@ def log_scan(report: IngestReport) -> None:
 
 def no_document(path: str) -> NotFoundError:
     return NotFoundError(f"no document with path {path!r}", hint="upload it first")
+
+
+def no_version(path: str, number: int) -> NotFoundError:
+    return NotFoundError(
+        f"document {path!r} has no version {number}", hint=f"see its versions: 'kbseek docs history {path}'"
+    )
 
 
 def file_size(file: Path) -> int | None:

@@ -1,6 +1,8 @@
-// Documents: the list (search, category), uploads with per-file progress and warnings, one document's page.
+// Documents: the list (search, category), uploads with per-file progress and warnings, one document's page (its
+// history in history.js).
 import {api, upload} from './api.js';
 import {badge, encodePath, fmtBytes, fmtDate, h, replace, table} from './dom.js';
+import {historySection} from './history.js';
 import {t} from './i18n.js';
 import {errorBox, field, loading, notice, select} from './ui.js';
 
@@ -213,6 +215,10 @@ async function renderDocument(root, path) {
       h('h2', {id: 'doc-chunks-h'}, t('doc.chunks', {n: doc.chunks.length})),
       h('p', {class: 'muted'}, t('doc.chunksHelp')),
       h('div', {class: 'tree', id: 'chunk-tree'}, chunkTree(doc.chunks))),
+    historySection(doc, (message) => {
+      state.notice = message;
+      renderDocument(root, doc.path);
+    }),
     actions);
   state.notice = null;
 }

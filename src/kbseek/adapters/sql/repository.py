@@ -15,6 +15,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
+from kbseek.adapters.sql import history
+from kbseek.adapters.sql.history import Change
 from kbseek.adapters.sql.rows import chunk_values, document_values, stored_document
 from kbseek.adapters.sql.tables import (
     ChunkRow,
@@ -247,9 +249,16 @@ class SqlRepository:
     # -- writes ----------------------------------------------------------------------------
 
     def save(
-        self, doc: ParsedDocument, *, origin: str | None, audit: dict[str, Any] | None = None, must_exist: bool = False
+        self,
+        doc: ParsedDocument,
+        *,
+        origin: str | None,
+        audit: dict[str, Any] | None = None,
+        must_exist: bool = False,
+        change: Change | None = None,
     ) -> str:
-        """Insert or replace ``doc`` and its chunks in one transaction, with its write-audit row when given.
+        """Insert or replace ``doc`` and its chunks in one transaction, with its write-audit row when given and
+        its new version in the document's history (``change`` says through what; an ingest by default).
 
         Returns ``"added"``, ``"updated"`` or ``"unchanged"`` (same path, same content hash;
         only a changed origin is written then, and no audit row). With ``must_exist`` (a replace) a path
@@ -271,6 +280,19 @@ class SqlRepository:
                     return "unchanged"
                 now = utcnow()
                 values = document_values(doc, origin)
+                status = "added" if existing is None else "updated"
+                change = change or Change(via="ingest")
+                history.record(  # first: a document stored before its history began keeps the state it replaces
+                    session,
+                    path=doc.path,
+                    document_id=doc.id,
+                    action="restored" if change.restored_from is not None else status,
+                    change=change,
+                    audit=audit or {},
+                    values=values,
+                    previous_id=existing.id if existing is not None else None,
+                    now=now,
+                )
                 if existing is None:
                     session.execute(insert(DocumentRow).values(**values, created_at=now, updated_at=now))
                 else:
@@ -281,7 +303,6 @@ class SqlRepository:
                 if doc.chunks:
                     session.execute(insert(ChunkRow), [chunk_values(c) for c in doc.chunks])
                 _bump_version(session)
-                status = "added" if existing is None else "updated"
                 if audit is not None:
                     session.execute(
                         insert(WriteAuditRow).values(
@@ -297,8 +318,9 @@ class SqlRepository:
         except SQLAlchemyError as exc:
             raise _storage_error(f"could not store {doc.path}", exc) from exc
 
-    def delete(self, path: str, *, audit: dict[str, Any] | None = None) -> bool:
-        """Remove a document and its chunks (and write its audit row); ``False`` when there was none."""
+    def delete(self, path: str, *, audit: dict[str, Any] | None = None, change: Change | None = None) -> bool:
+        """Remove a document and its chunks (and write its audit row and its history's tombstone); ``False`` when
+        there was none."""
         try:
             with self._write(path) as session:
                 found = session.execute(
@@ -307,12 +329,24 @@ class SqlRepository:
                 if found is None:
                     return False
                 session.execute(delete(ChunkRow).where(ChunkRow.document_id == found.id))
+                now = utcnow()
+                history.record(  # before the row goes: a document without history gets its last state kept
+                    session,
+                    path=path,
+                    document_id=found.id,
+                    action="deleted",
+                    change=change or Change(via="delete"),
+                    audit=audit or {},
+                    values=None,
+                    previous_id=found.id,
+                    now=now,
+                )
                 session.execute(delete(DocumentRow).where(DocumentRow.id == found.id))
                 _bump_version(session)
                 if audit is not None:
                     session.execute(
                         insert(WriteAuditRow).values(
-                            **audit, action="deleted", path=path, created_at=utcnow(), old_hash=found.content_hash
+                            **audit, action="deleted", path=path, created_at=now, old_hash=found.content_hash
                         )
                     )
                 return True

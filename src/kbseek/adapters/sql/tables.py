@@ -189,3 +189,30 @@ class WriteAuditRow(Base):
     size_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class DocumentVersionRow(Base):
+    """One state of the document at ``path``: its stored Markdown after a change (none after a deletion), who
+    made the change and through what. Numbered from 1 per path, the newest being the current document."""
+
+    __tablename__ = "document_versions"
+    __table_args__ = (UniqueConstraint("path", "version", name="uq_document_versions_path_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    path: Mapped[str] = mapped_column(String(512))
+    version: Mapped[int] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(16))  # added | updated | deleted | restored
+    via: Mapped[str] = mapped_column(String(32))  # ingest | upload | replace | delete | rollback | sync | migration…
+    document_id: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the document was deleted
+    content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    title: Mapped[str | None] = mapped_column(Text, nullable=True)
+    frontmatter: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    size_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    origin: Mapped[str | None] = mapped_column(Text, nullable=True)
+    restored_from: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a rollback's source version
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # e.g. the commit and blob a sync read
+    actor: Mapped[str] = mapped_column(String(128))
+    key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

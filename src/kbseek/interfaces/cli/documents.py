@@ -1,7 +1,7 @@
-"""Documents: ``kbseek ingest`` and ``kbseek docs list|show|delete|lint``.
+"""Documents: ``kbseek ingest`` and ``kbseek docs list|show|delete|lint|history|diff|rollback``.
 
-Ingesting and deleting hold the data home (they refuse beside a server, naming it); listing, showing and linting
-read beside whoever owns it.
+Ingesting, deleting and rolling back hold the data home (they refuse beside a server, naming it); listing, showing,
+linting and reading a document's history read beside whoever owns it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from kbseek.interfaces.cli.common import (
     HELP,
@@ -27,7 +28,8 @@ from kbseek.interfaces.cli.common import (
 )
 from kbseek.lookup.views import document_view
 
-docs_app = typer.Typer(help="List, show, delete and lint stored documents.", **HELP)
+docs_app = typer.Typer(help="List, show, delete and lint stored documents; their history and rollback.", **HELP)
+Version = Annotated[int, typer.Argument(min=1, help="A version number (see 'kbseek docs history').")]
 
 
 def ingest(
@@ -119,10 +121,18 @@ def _print_documents(docs: list[Any]) -> None:
 @docs_app.command("show")
 def docs_show(
     path: Annotated[str, typer.Argument(help="Document path (or id).")],
+    version: Annotated[
+        int | None, typer.Option("--version", min=1, help="That version's stored Markdown (see 'docs history').")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show one document: metadata, warnings, sections and chunks with breadcrumbs."""
+    """Show one document: metadata, warnings, sections and chunks with breadcrumbs; or one version of it."""
     with exit_on_error(as_json):
+        if version is not None:
+            with open_reading(vectors=False) as kb:
+                shown = kb.document_history(path, version)
+            emit(shown, as_json, _print_version)
+            return
         with open_reading(vectors=False) as kb:
             doc = kb.get_document(path)
         emit(doc, as_json, _print_document, view=lambda doc: document_view(doc, with_chunks=True))
@@ -162,3 +172,72 @@ def _print_lint(lint: list[dict[str, Any]]) -> None:
     for item in lint:
         say(f"[yellow]lint:[/yellow] {item['message']}")
     say(f"{len(lint)} shared keyword(s)")
+
+
+@docs_app.command("history")
+def docs_history(
+    path: Annotated[str, typer.Argument(help="Document path (also of a deleted document).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """List a document's kept versions: when, what changed it (upload, ingest, rollback…) and who."""
+    with exit_on_error(as_json):
+        with open_reading(vectors=False) as kb:
+            history = kb.document_history(path)
+        emit(history, as_json, _print_history)
+
+
+def _print_history(history: dict[str, Any]) -> None:
+    table = Table(box=None, highlight=False)
+    for column in ("version", "when", "action", "via", "who", "title"):
+        table.add_column(column, no_wrap=column != "title", overflow="ellipsis")
+    for v in history["versions"]:
+        action = v["action"] + (f" from {v['restored_from']}" if v["restored_from"] else "")
+        who = v["actor"] + (f" ({v['key_id']})" if v["key_id"] else "")
+        current = " [green]*[/green]" if v["version"] == history["current"] else ""
+        shown = [Text(value) for value in (v["created_at"][:19], action, v["via"], who, v["title"] or "")]
+        table.add_row(f"{v['version']}{current}", *shown)  # the data's text is never read as markup
+    out.print(table)
+    state = "deleted" if history["deleted"] else f"current: version {history['current']}"
+    say(f"{len(history['versions'])} version(s) of {history['path']}; {state}", markup=False)
+
+
+def _print_version(version: dict[str, Any]) -> None:
+    head = f"{version['path']} version {version['version']}: {version['action']} via {version['via']}"
+    say(f"{head}, by {version['actor']} at {version['created_at']} (request {version['request_id']})", markup=False)
+    if version["content"] is None:
+        say("the document was deleted here: no text")
+    else:  # the Markdown as stored: no wrapping, markup or emoji codes from the console
+        typer.echo(version["content"], nl=False)
+
+
+@docs_app.command("diff")
+def docs_diff(
+    path: Annotated[str, typer.Argument(help="Document path.")],
+    a: Version,
+    b: Version,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show the unified diff of two versions' stored Markdown (frontmatter included)."""
+    with exit_on_error(as_json):
+        with open_reading(vectors=False) as kb:
+            diff = kb.document_diff(path, a, b)
+        emit(diff, as_json, lambda d: typer.echo(d["diff"] or "no difference\n", nl=False))
+
+
+@docs_app.command("rollback")
+def docs_rollback(
+    path: Annotated[str, typer.Argument(help="Document path.")],
+    to: Annotated[int, typer.Option("--to", min=1, help="The version to bring back (see 'kbseek docs history').")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Bring back an earlier version of a document as its newest version (indexes and vectors follow)."""
+    with exit_on_error(as_json), owning("docs rollback") as settings, open_owned(settings) as kb:
+        shown = kb.rollback(path, to)
+        emit(shown, as_json, _print_rollback)
+
+
+def _print_rollback(shown: dict[str, Any]) -> None:
+    if shown["status"] == "unchanged":
+        say(f"{shown['path']} already has the text of version {shown['restored_from']}: nothing changed", markup=False)
+    else:
+        say(f"{shown['path']}: version {shown['restored_from']} restored as version {shown['version']}", markup=False)

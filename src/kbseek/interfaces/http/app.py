@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 
-from kbseek.interfaces.http import console, docs, documents, operations, retrieval, sessions
+from kbseek.interfaces.http import console, docs, documents, history, operations, retrieval, sessions
 from kbseek.interfaces.http import errors as api_errors
 from kbseek.interfaces.http.deps import Runtime
 from kbseek.interfaces.http.request_guard import BodyLimit, HostNames, McpGuard, RequestGuard
@@ -31,7 +31,8 @@ from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 API_VERSION = "1"
-API_ROUTERS = (operations.router, documents.router, retrieval.router, sessions.router)  # in the OpenAPI's order
+# in the OpenAPI's order; a document's history before the documents, whose /api/documents/{path} takes any path
+API_ROUTERS = (operations.router, history.router, documents.router, retrieval.router, sessions.router)
 
 
 def create_app(
