@@ -113,18 +113,9 @@ def test_a_binary_or_oversized_file_is_reported_and_blocks_prune_and_the_commit(
         assert failed == {"ops/bin.md": "document_error", "ops/big.md": "too_large"}
         assert "a.md" in paths(kb) and "ops/oom.md" in paths(kb)  # the rest went on; nothing deleted
         assert report.kept == ["ops/oom.md"] and report.prune_skipped and not report.recorded
-        assert kb.repository.meta(next(k for k in _meta_keys(kb))) == first
+        assert kb.repository.meta(gitsync.sync_key(str(repo.resolve()), "")) == first
     finally:
         kb.close()
-
-
-def _meta_keys(kb: KnowledgeBase) -> list[str]:
-    from sqlalchemy import select  # only this check reads the table itself
-
-    from kbseek.adapters.sql.tables import MetaRow  # the synced commit has no reader of its own yet
-
-    with kb.repository.engine.connect() as connection:
-        return [k for k in connection.scalars(select(MetaRow.key)) if k.startswith("git-sync:")]
 
 
 def test_a_bad_ref_a_missing_folder_or_repository_change_nothing(kb, repo, tmp_path):

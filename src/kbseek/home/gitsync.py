@@ -128,7 +128,7 @@ def sync_git(
     report = GitSyncReport(request_id=request_id, repo=source.name, ref=ref, path=subdir)
     commit = report.commit = resolve(source, ref)
     entries = list_tree(source, commit, subdir)
-    key = "git-sync:" + hashlib.sha256(f"{source.name}\0{subdir}".encode()).hexdigest()[:40]
+    key = sync_key(source.name, subdir)
     previous = report.previous = writer.repository.meta(key)
     known = writer.repository.hashes()
     ours = {p: h for p, (h, o) in known.items() if (g := git_origin(o)) and g.repo == source.name and _under(g, subdir)}
@@ -186,6 +186,11 @@ def sync_git(
         " ".join(f"{k}={v}" for k, v in report.counts.items()),
     )
     return report
+
+
+def sync_key(repo: str, subdir: str) -> str:
+    """The ``kb_meta`` key holding the commit last synced from folder ``subdir`` of ``repo`` (as recorded)."""
+    return "git-sync:" + hashlib.sha256(f"{repo}\0{subdir}".encode()).hexdigest()[:40]
 
 
 def open_repository(repo: str, mirrors: Path) -> Repository:
