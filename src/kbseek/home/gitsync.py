@@ -133,8 +133,9 @@ def sync_git(
     known = writer.repository.hashes()
     ours = {p: h for p, (h, o) in known.items() if (g := git_origin(o)) and g.repo == source.name and _under(g, subdir)}
     renames: dict[str, str] = {}
+    wanted: list[str] = []
     if previous == commit:
-        report.mode, wanted = "unchanged", []
+        report.mode = "unchanged"
     elif previous and _is_ancestor(source, previous, commit):
         report.mode = "incremental"
         wanted, renames = _changed(source, previous, commit, subdir, entries)
