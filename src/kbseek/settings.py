@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     source_url_template: str = Field(
         default="",
         description="Link for evidence, e.g. https://git.example.com/kb/blob/main/{path}#L{line}; "
-        "fields {path} {category} {anchor} {line}",
+        "fields {path} {category} {anchor} {line} {commit}",
     )
     query_rewrite: str = Field(default="off", description="off | expand | multi (rule-based query rewriting)")
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
@@ -209,11 +209,11 @@ class Settings(BaseSettings):
             )
         if self.source_url_template:
             try:
-                self.source_url_template.format(path="p", category="c", anchor="a", line=1)
+                self.source_url_template.format(path="p", category="c", anchor="a", line=1, commit="c")
             except (KeyError, IndexError, ValueError) as exc:
                 raise ValueError(
                     f"source_url_template: unknown or malformed field {exc}; "
-                    "use {path} {category} {anchor} {line}"
+                    "use {path} {category} {anchor} {line} {commit}"
                 ) from None
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'kbseek.db'}"
