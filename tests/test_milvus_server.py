@@ -105,7 +105,9 @@ def test_reopening_upserts_again_without_inflating_the_count(server_settings):
 
 
 def test_filters_whose_values_look_like_expressions_are_data(server_settings):
-    kb = KnowledgeBase.open(server_settings)
+    # what is tested is the filter, not the question-level gate: the answerability model, fitted on whole knowledge
+    # bases, may refuse a two-word question over a three-document store
+    kb = KnowledgeBase.open(server_settings.model_copy(update={"answerability_model": False}))
     try:
         load(kb)
         disk = kb.indexes.documents[next(d.id for d in kb.list_documents() if d.path.endswith("disk.md"))]

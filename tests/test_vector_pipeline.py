@@ -124,7 +124,7 @@ def test_a_document_reads_pending_from_its_upload_until_its_vectors_are_stored()
         fail.set()
         assert finished.wait(WAIT_S) and worker.wait(WAIT_S)
         assert seen_while_finishing == [{"a"}, {"a"}]  # failed, then no longer queued: pending throughout
-        assert pending.to_retry() == ({"a"}, False) and pending.retry_in(available=True) > 0
+        assert pending.to_retry() == ({"a"}, False, False) and pending.retry_in(available=True) > 0
         pending.succeeded({"a"})
         assert pending.ids() == set() and pending.retry_in(available=True) is None
     finally:

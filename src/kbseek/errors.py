@@ -177,6 +177,13 @@ class OperationError(KbseekError):
     code = "operation_error"
 
 
+class SourceError(KbseekError):
+    """A source of documents (a Git repository) could not be read: git failed, timed out or is not installed."""
+
+    code = "source_error"
+    http_status = 502
+
+
 class DatasetError(KbseekError):
     """An evaluation dataset or golden-case file is missing or malformed: the file and the case are named."""
 

@@ -22,6 +22,7 @@ from kbseek.core.relevance import Thresholds
 from kbseek.core.results import LookupResult, SearchResult
 from kbseek.core.rewrite import QueryRewriter, load_synonyms
 from kbseek.errors import NotFoundError
+from kbseek.home.gitsync import GitSyncReport, sync_git
 from kbseek.home.history import DocumentHistory
 from kbseek.home.ingest import FileReport, IngestReport
 from kbseek.home.repair import drift, repair
@@ -187,6 +188,14 @@ class KnowledgeBase:
             self.writer.ingest_documents(documents, origin=origin, report=report)
             self.indexes.refresh()
             report.duration_ms = (time.perf_counter() - started) * 1000
+            return report
+
+    def sync_git(self, repo: str, *, ref: str = "HEAD", path: str = "", prune: bool = False) -> GitSyncReport:
+        """A Git repository's Markdown at ``ref``; only what changed since the last sync (``home.gitsync``)."""
+        with request_scope() as request_id:
+            home, writer = self.settings.home, self.writer
+            report = sync_git(writer, home / "git", repo, ref=ref, subdir=path, prune=prune, request_id=request_id)
+            self.indexes.refresh()
             return report
 
     def upload(self, data: bytes, file_name: str, *, category: str | None = None) -> FileReport:

@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     source_url_template: str = Field(
         default="",
         description="Link for evidence, e.g. https://git.example.com/kb/blob/main/{path}#L{line}; "
-        "fields {path} {category} {anchor} {line}",
+        "fields {path} {category} {anchor} {line} {commit}",
     )
     review_every_default: str = Field(
         default="365d",
@@ -214,11 +214,11 @@ class Settings(BaseSettings):
             )
         if self.source_url_template:
             try:
-                self.source_url_template.format(path="p", category="c", anchor="a", line=1)
+                self.source_url_template.format(path="p", category="c", anchor="a", line=1, commit="c")
             except (KeyError, IndexError, ValueError) as exc:
                 raise ValueError(
                     f"source_url_template: unknown or malformed field {exc}; "
-                    "use {path} {category} {anchor} {line}"
+                    "use {path} {category} {anchor} {line} {commit}"
                 ) from None
         try:
             staleness.parse_period(self.review_every_default)

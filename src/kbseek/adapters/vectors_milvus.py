@@ -9,18 +9,32 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
+from kbseek.adapters.reconnect import ServerAway
 from kbseek.errors import StorageError
 from kbseek.ports import VectorHit, VectorRecord
 
 log = logging.getLogger("kbseek")
 VARCHAR = 2048
+T = TypeVar("T")
+# a server call that does not answer within these fails (pymilvus alone retries a refused call for minutes)
+SEARCH_TIMEOUT_S, WRITE_TIMEOUT_S, LIST_TIMEOUT_S = 5.0, 30.0, 60.0
+RECONNECT_FIRST_S, RECONNECT_MAX_S = 1.0, 30.0  # a server away is tried again after 1 s, 2 s, 4 s … at most 30 s
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _short(exc: BaseException) -> str:
+    """A pymilvus error in one line: its messages repeat the whole retry history."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:160]}"
 
 
 def collection_name(model_id: str, dim: int) -> str:
@@ -94,7 +108,9 @@ class MilvusVectorStore:
             raise StorageError(
                 "pymilvus is not installed", hint="pip install 'pymilvus==3.0.2' 'milvus-lite[chinese]==3.2.2'"
             ) from exc
-        logging.getLogger("pymilvus").setLevel(logging.ERROR)  # it warns on Lite's missing mvcc ts
+        # it warns on Lite's missing mvcc ts, and logs a traceback for each call to a server that went away: every
+        # failure reaches the caller as a StorageError, and a server away is logged once (``reconnect``)
+        logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
         # Milvus Lite's in-process gRPC server logs a traceback for every AllocTimestamp call pymilvus makes
         # (Lite does not implement it; pymilvus carries on without): noise that reads like a failure
         logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
@@ -105,12 +121,23 @@ class MilvusVectorStore:
         # A server (Bounded by default) answers from what its query node has consumed: a search right after a
         # delete could still return the deleted chunk. Session reads see this client's own writes at no cost;
         # listings and counts (doctor, reindex) see every client's writes (Strong, ~0.2 s). Lite is one process.
-        self._search_level: dict[str, str] = {} if lite else {"consistency_level": "Session"}
-        self._exact_level: dict[str, str] = {} if lite else {"consistency_level": "Strong"}
-        options = {"grpc_options": LITE_GRPC_OPTIONS} if lite else {}
+        self._search_level: dict[str, Any] = (
+            {} if lite else {"consistency_level": "Session", "timeout": SEARCH_TIMEOUT_S}
+        )
+        self._exact_level: dict[str, Any] = {} if lite else {"consistency_level": "Strong", "timeout": LIST_TIMEOUT_S}
+        self._write: dict[str, Any] = {} if lite else {"timeout": WRITE_TIMEOUT_S}
+        # a server connection of its own: pymilvus shares one per URI by default, and a shared one that failed to
+        # recover stays broken for every client of the process (a restarted server was never seen again)
+        options: dict[str, Any] = (
+            {"grpc_options": LITE_GRPC_OPTIONS} if lite else {"dedicated": True, "timeout": CONNECT_TIMEOUT_S}
+        )
+        self._connect: Callable[[], Any] = lambda: (
+            MilvusClient(uri, token=token, **options) if token else MilvusClient(uri, **options)
+        )
+        self._away = ServerAway(uri, first=RECONNECT_FIRST_S, cap=RECONNECT_MAX_S)
         with _lite_failure() as caught:
             try:
-                self._client = MilvusClient(uri, token=token, **options) if token else MilvusClient(uri, **options)
+                self._client = self._connect()
             except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
                 raise StorageError(
                     _lite_reason(uri, caught, exc) if lite else f"Milvus at {uri} is not usable: {exc}"
@@ -165,28 +192,26 @@ class MilvusVectorStore:
             for r in records
         ]
         with self._lock:
-            try:
-                for start in range(0, len(rows), 1000):
-                    self._client.upsert(self.collection, rows[start : start + 1000])
-                self._flush()
-            except Exception as exc:
-                raise StorageError(f"Milvus upsert failed: {exc}") from exc
+            for start in range(0, len(rows), 1000):
+                batch = rows[start : start + 1000]
+                self._server("upsert", functools.partial(self._upsert_batch, batch))
+            self._flush()
+
+    def _upsert_batch(self, rows: list[dict[str, Any]]) -> Any:
+        return self._client.upsert(self.collection, rows, **self._write)
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if not chunk_ids:
             return
         with self._lock:
-            try:
-                self._client.delete(self.collection, ids=list(chunk_ids))
-                self._flush()
-            except Exception as exc:
-                raise StorageError(f"Milvus delete failed: {exc}") from exc
+            self._server("delete", lambda: self._client.delete(self.collection, ids=list(chunk_ids), **self._write))
+            self._flush()
 
     def _flush(self) -> None:
         """Lite: unflushed rows search 15-85x slower. A server has the writes in its log once they return and
         seals segments itself; a flush there waits ~2.5 s for the seal (every upsert of a document would)."""
         if self.lite:
-            self._client.flush(self.collection)
+            self._server("flush", lambda: self._client.flush(self.collection))
 
     def search(
         self,
@@ -202,12 +227,12 @@ class MilvusVectorStore:
                 return []
             expression = "category in [" + ", ".join(string_literal(c) for c in categories) + "]"
         query = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
-        try:
-            result = self._client.search(
+        result = self._server(
+            "search",
+            lambda: self._client.search(
                 self.collection, data=[query], limit=top_k, filter=expression, **self._search_level
-            )
-        except Exception as exc:
-            raise StorageError(f"Milvus search failed: {exc}") from exc
+            ),
+        )
         hits = [VectorHit(str(h["id"]), float(h["distance"])) for h in result[0]]
         if threshold is not None:
             hits = [h for h in hits if h.similarity >= threshold]
@@ -236,31 +261,98 @@ class MilvusVectorStore:
         right after a delete."""
         found: set[str] = set()
         last: str | None = None
-        try:
-            while True:
-                expression = 'id != ""' if last is None else f"id > {string_literal(last)}"
-                rows = self._client.query(
-                    self.collection, filter=expression, output_fields=["id"], limit=batch, **self._exact_level
-                )
-                page = [str(row["id"]) for row in rows]
-                found.update(page)
-                if len(page) < batch:
-                    return found
-                last = max(page)
-        except Exception as exc:
-            raise StorageError(f"Milvus listing failed: {exc}") from exc
+        while True:
+            expression = 'id != ""' if last is None else f"id > {string_literal(last)}"
+            rows = self._server(
+                "listing",
+                functools.partial(self._id_page, expression, batch),
+            )
+            page = [str(row["id"]) for row in rows]
+            found.update(page)
+            if len(page) < batch:
+                return found
+            last = max(page)
+
+    def _id_page(self, expression: str, batch: int) -> Any:
+        return self._client.query(
+            self.collection, filter=expression, output_fields=["id"], limit=batch, **self._exact_level
+        )
 
     def count(self) -> int:
         """Vectors present. Not the collection's ``row_count`` statistic: on a server it counts every row
         inserted into a segment, so the old copy of an upserted row and deleted rows stay in it until compaction
         (118 vectors upserted three times read 354)."""
-        try:
-            rows = self._client.query(
+        rows = self._server(
+            "count",
+            lambda: self._client.query(
                 self.collection, filter='id != ""', output_fields=["count(*)"], **self._exact_level
-            )
-        except Exception as exc:
-            raise StorageError(f"Milvus count failed: {exc}") from exc
+            ),
+        )
         return int(rows[0]["count(*)"])
+
+    # -- a server that goes away and comes back --------------------------------------------------------
+
+    @property
+    def unreachable(self) -> str | None:
+        """Why the server is taken to be away, and since when (``None`` while it answers)."""
+        return None if self._away.reason is None else self._away.message()
+
+    def retry_in(self) -> float | None:
+        """Seconds until a server that went away is tried again; ``None`` while it answers."""
+        return self._away.retry_in()
+
+    def probe(self) -> None:
+        """Ask the server whether it answers (a reconnection when one is due); ``StorageError`` while away."""
+        if not self.lite:
+            self._server("probe", lambda: self._client.has_collection(self.collection, timeout=3))
+
+    def _server(self, what: str, call: Callable[[], T]) -> T:
+        """One call to Milvus. On a server that went away it fails at once until a reconnection is due; a failed
+        call whose server does not answer a probe either marks it away."""
+        if not self.lite and self._away.reason is not None:
+            if not self._away.claim():
+                raise StorageError(self._away.message())
+            self._reconnect()
+        try:
+            return call()
+        except Exception as exc:
+            if not self.lite and not self._answers():
+                self._away.went(_short(exc))
+                self._hang_up(self._client)
+                raise StorageError(self._away.message()) from None
+            raise StorageError(f"Milvus {what} failed: {exc}") from exc
+
+    def _answers(self) -> bool:
+        try:
+            self._client.has_collection(self.collection, timeout=3)
+            return True
+        except Exception:  # refused, timed out, unavailable: pymilvus raises several types
+            return False
+
+    def _reconnect(self) -> None:
+        """A new connection (the old one may never recover), and the collection loaded again: a restarted server
+        answers before it has loaded it."""
+        client = None
+        try:
+            client = self._connect()
+            client.load_collection(self.collection, timeout=LIST_TIMEOUT_S)
+        except Exception as exc:
+            self._away.went(_short(exc))
+            if client is not None:
+                self._hang_up(client)
+            raise StorageError(self._away.message()) from None
+        self._client = client
+        self._away.back()
+
+    @staticmethod
+    def _hang_up(client: Any) -> None:
+        """Close a connection to a server that went away. A gRPC channel left open keeps dialling the server in the
+        background, and a Milvus 2.3.5 standalone restarted while one did never came up (tested: it did, in 7 s,
+        once the client had closed)."""
+        try:
+            client.close()
+        except Exception as exc:  # the connection is gone anyway
+            log.debug("closing a Milvus connection: %s", exc)
 
     def close(self) -> None:
         try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbseek.core.models import Chunk, DocumentCard
+from kbseek.core.origins import git_origin
 from kbseek.core.relevance import (  # HIGHLY_RELEVANT: used by the doctests
     DEDUPED,
     HIGHLY_RELEVANT,  # noqa: F401
@@ -155,10 +156,13 @@ def dedup_key(chunk: Chunk, mode: str) -> str:
 
 
 def source_url(template: str | None, doc: DocumentCard, anchor: str = "", line: int | None = None) -> str | None:
-    """``template`` with ``{path}``, ``{category}``, ``{anchor}``, ``{line}`` filled in, or ``None``."""
+    """``template`` with ``{path}``, ``{category}``, ``{anchor}``, ``{line}`` and ``{commit}`` (the Git commit the
+    document was read from; ``HEAD`` for one not synced from Git) filled in, or ``None``."""
     if not template:
         return None
-    return template.format(path=doc.path, category=doc.category, anchor=anchor, line=line or 1)
+    git = git_origin(doc.origin)
+    commit = git.commit if git else "HEAD"
+    return template.format(path=doc.path, category=doc.category, anchor=anchor, line=line or 1, commit=commit)
 
 
 @dataclass(slots=True)

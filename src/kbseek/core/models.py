@@ -116,6 +116,7 @@ class DocumentCard:
     content_hash: str = ""
     chunk_ids: tuple[str, ...] = ()  # in document order
     updated_at: str = ""  # when the stored version was written (ISO): a document's age without 'last_reviewed'
+    origin: str | None = None  # where it came from (``core.origins``): what ``{commit}`` in a source link names
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,10 +153,20 @@ class DocumentWriter:
         self._store(data, path, None, None, report, source=path, must_exist=True, via="rollback", restored_from=to)
         return report
 
-    def delete(self, path: str, *, via: str = "delete") -> None:
+    def store_synced(self, data: bytes, path: str, *, origin: str, detail: str) -> FileReport:
+        """Store a document a sync read (``home.gitsync``): its history says ``via=sync`` and ``detail``."""
+        report = FileReport(source=origin, status="failed", path=path)
+        try:
+            self._store(data, path, None, origin, report, source=origin, via="sync", detail=detail)
+        except KbseekError as exc:
+            report.reason, report.error_code = str(exc), exc.code
+            self._rejected(path, str(exc), len(data))
+        return report
+
+    def delete(self, path: str, *, via: str = "delete", detail: str | None = None) -> None:
         """Remove a document: its rows, then its stored original (both while holding the path)."""
         with self.writes.writing(path):
-            change = Change(via=via, keep=self.keep_versions)
+            change = Change(via=via, keep=self.keep_versions, detail=detail)
             if not self.repository.delete(path, audit=self._audit_fields(), change=change):
                 raise NotFoundError(f"no document with path {path!r}", hint="see 'kbseek docs list'")
             try:
@@ -223,6 +233,7 @@ class DocumentWriter:
         must_exist: bool = False,
         via: str,
         restored_from: int | None = None,
+        detail: str | None = None,
     ) -> None:
         timings: dict[str, float] = {}
         doc = parse_document(data, path=path, config=self.chunking, category=category, source=source, timings=timings)
@@ -242,7 +253,7 @@ class DocumentWriter:
                     origin=origin,
                     must_exist=must_exist,
                     audit=self._audit_fields(len(data), parse_ms),
-                    change=Change(via=via, keep=self.keep_versions, restored_from=restored_from),
+                    change=Change(via=via, keep=self.keep_versions, restored_from=restored_from, detail=detail),
                 )
                 if report.status == "missing":
                     raise no_document(path)

@@ -66,20 +66,24 @@ class VectorLane:
             return
         ids = {d.id for d in loaded}
         known = self._documents()
-        retry_ids, synced = self.pending.to_retry()
+        retry_ids, synced, resync = self.pending.to_retry()
+        if resync:  # after a failed sync every document is compared with the store again (cached vectors, no model)
+            retry_ids = retry_ids | known
         try:
             dense = self._connected()
+            dense.probe()  # a vector server that went away: fail fast, or reconnect when due, before any work
             retry = [d for d in self._source.load(sorted(retry_ids - ids)) if d.id in known] if retry_ids - ids else []
             new_ids = {c.id for d in loaded for c in d.chunks}
             dense.sync(
                 [*loaded, *retry],
                 [c for c in removed_chunks if c not in new_ids],
-                first=first_load or not synced,
+                first=first_load or not synced or resync,
                 removed_documents=gone,
             )
         except KbseekError as exc:
             stopped = isinstance(exc, EmbeddingStopped)
-            waiting, delay = self.pending.failed(ids, known=known, retry=not stopped)
+            due_in = self.dense.reconnect_in() if isinstance(self.dense, DenseIndex) else None
+            waiting, delay = self.pending.failed(ids, known=known, retry=not stopped, due_in=due_in)
             if stopped:
                 log.info("dense lane: stopped with %d document(s) pending; the next start embeds them", waiting)
             else:
@@ -144,18 +148,19 @@ class VectorLane:
 
     def status(self) -> dict[str, Any]:
         """The dense lane for ``/ready``: ``ok`` is false while its embedding server has not answered since
-        start-up (the lexical lanes answer meanwhile), with the reason and when it is tried again."""
+        start-up or its vector server is away (the lexical lanes answer meanwhile), with the reason and when it is
+        tried again."""
         dense = self.dense
         if dense is None:
             return {"ok": True, "kind": "none (lexical only)"}
         status: dict[str, Any] = {
             "ok": dense.available,
-            "store": dense.store.name if dense.available else None,
+            "store": None if isinstance(dense, DeferredDense) else dense.store.name,
             "model": dense.model_id,
             "fallback": dense.fallback,
             "documents_pending": len(self.pending_ids()),
         }
         if not dense.available:
-            due = self.retry_in()
+            due = dense.reconnect_in() if isinstance(dense, DenseIndex) else self.retry_in()
             status |= {"reason": dense.reason, "retry_in_s": round(due, 1) if due is not None else 0}
         return status

@@ -24,7 +24,7 @@ import numpy as np
 from kbseek.core.ids import sha256_hex
 from kbseek.core.models import Chunk, StoredDocument
 from kbseek.core.modes import EMBEDDING_INPUTS
-from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError
+from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError, StorageError
 from kbseek.ports import Embedder, EmbeddingCache, VectorHit, VectorRecord, VectorStore
 
 log = logging.getLogger("kbseek")
@@ -69,9 +69,6 @@ class DenseIndex:
     ``store`` persists the vectors; ``mirror``, when given, is an in-process copy that answers the queries (the
     wiring gives one beside Milvus Lite). Which stores and which embedder is ``kbseek.wiring``'s choice."""
 
-    available = True  # see DeferredDense
-    reason: str | None = None
-
     def __init__(
         self,
         repository: EmbeddingCache,
@@ -90,6 +87,26 @@ class DenseIndex:
         self.counters = {"embedded": 0, "from_cache": 0}
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
         self.stopping = threading.Event()  # set at shutdown: document embedding stops between model calls
+
+    @property
+    def reason(self) -> str | None:
+        """Why the dense lane cannot answer now: its vector store's server went away (``None`` while it answers)."""
+        return getattr(self.store, "unreachable", None)
+
+    @property
+    def available(self) -> bool:
+        return self.reason is None
+
+    def reconnect_in(self) -> float | None:
+        """Seconds until the vector store's server that went away is tried again (``None`` while it answers)."""
+        retry_in = getattr(self.store, "retry_in", None)
+        return retry_in() if retry_in is not None else None
+
+    def probe(self) -> None:
+        """Reach the vector store's server again when that is due; ``StorageError`` while it is away."""
+        probe = getattr(self.store, "probe", None)
+        if probe is not None:
+            probe()
 
     @property
     def query_store(self) -> VectorStore:
@@ -208,6 +225,8 @@ class DenseIndex:
     def search(
         self, query: str, *, top_k: int, categories: Sequence[str] | None = None, threshold: float | None = None
     ) -> DenseResult:
+        if self.mirror is None and (self.reconnect_in() or 0) > 0:  # not the model's time for a store that is away
+            raise StorageError(self.reason or "the vector store is away")
         started = time.perf_counter()
         fit = getattr(self.embedder, "fit_query", None)
         text = fit(query) if fit is not None else query

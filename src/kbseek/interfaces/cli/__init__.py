@@ -2,13 +2,13 @@
 
 ``common`` holds the app, its global options, error handling, opening the knowledge base and printing; each other
 module holds one group of commands (``documents``, ``retrieval``, ``records``, ``evaluation``, ``maintenance``,
-``serve``, ``mcp``) as plain functions and sub-apps. This module only puts them together, in the order
+``serve``, ``mcp``, ``sync``) as plain functions and sub-apps. This module only puts them together, in the order
 ``kbseek --help`` lists them, and gives the console script its ``main``.
 """
 
 from __future__ import annotations
 
-from kbseek.interfaces.cli import documents, evaluation, maintenance, mcp, records, retrieval, serve
+from kbseek.interfaces.cli import documents, evaluation, maintenance, mcp, records, retrieval, serve, sync
 from kbseek.interfaces.cli.common import app
 
 __all__ = ["app", "main"]
@@ -32,6 +32,7 @@ COMMANDS = (
 )
 GROUPS = (
     ("docs", documents.docs_app),
+    ("sync", sync.sync_app),
     ("db", maintenance.db_app),
     ("eval", evaluation.eval_app),
     ("invocations", records.invocations_app),

@@ -1,7 +1,6 @@
 """evidence_feedback: what readers said of a lookup's evidence; tool_invocations looked up by request id
 
-Numbered 0009: 0008 is taken by Git sync, developed alongside. Until that lands this revises 0007; when both are
-merged, set down_revision to "0008".
+Numbered 0009: 0008 was kept for Git sync, developed alongside, which needed no migration; so this revises 0007.
 
 Revision ID: 0009
 Revises: 0007
