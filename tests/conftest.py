@@ -85,6 +85,8 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
         with engine.begin() as conn:  # every test starts from empty tables
             if conn.execute(text("SELECT to_regclass('documents')")).scalar():
                 tables = "documents, kb_state, lookup_sessions, tool_invocations, write_audit, document_versions"
+                if conn.execute(text("SELECT to_regclass('evidence_feedback')")).scalar():
+                    tables += ", evidence_feedback"
                 conn.execute(text(f"TRUNCATE {tables} CASCADE"))
     finally:
         engine.dispose()

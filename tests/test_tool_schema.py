@@ -15,6 +15,7 @@ from kbseek.lookup import LookupRequest
 from kbseek.lookup.schema import (
     CATEGORIES,
     LOOKUP,
+    REPORT,
     SECTION,
     TOOLS,
     input_schema,
@@ -141,7 +142,7 @@ def test_openai_schema_and_descriptions():
         "DEDUPED",
     ):
         assert needle in text
-    assert set(tool_descriptions) == {LOOKUP, SECTION, CATEGORIES}
+    assert set(tool_descriptions) == {LOOKUP, SECTION, CATEGORIES, REPORT}
     for name in TOOLS:
         assert openai_tool_schema(name)["function"]["description"] == tool_descriptions[name]
         assert mcp_tool_definition(name)["description"] == tool_descriptions[name]

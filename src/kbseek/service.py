@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from kbseek.adapters.filestore import FileStore
 from kbseek.adapters.sql.audit import AuditStore
+from kbseek.adapters.sql.feedback import FeedbackStore
 from kbseek.adapters.sql.invocations import InvocationStore
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.sql.sessions import SessionStore
@@ -28,6 +29,7 @@ from kbseek.home.repair import drift, repair
 from kbseek.home.writelocks import WriteLocks
 from kbseek.home.writer import DocumentWriter, ProgressCallback, log_documents_state, log_scan
 from kbseek.lookup.config import LookupConfig, fusion_config
+from kbseek.lookup.review_desk import ReviewDesk
 from kbseek.lookup.tool import IndexRecall, LookupTool
 from kbseek.lookup.trace import session_trace
 from kbseek.lookup.types import LookupRequest, LookupResponse
@@ -100,6 +102,7 @@ class KnowledgeBase:
             settings=settings,
         )
         self.history = DocumentHistory(self.writer)
+        self.reviews = ReviewDesk(self, FeedbackStore(repository.engine))  # staleness per owner, readers' feedback
 
     @classmethod
     def open(
@@ -261,6 +264,7 @@ class KnowledgeBase:
             calls=self.invocations.list(session_id=session_id, limit=10_000),
             given=self.sessions.given(session_id),
             paths=paths,
+            feedback=self.reviews.feedback(session_id=session_id),
         )
 
     def relevance_thresholds(self) -> Thresholds:
@@ -362,6 +366,7 @@ class KnowledgeBase:
         """The Prometheus text exposition of this knowledge base's metrics, document and chunk gauges current."""
         self.telemetry.documents.set(len(self.indexes.documents))
         self.telemetry.chunks.set(len(self.indexes.chunks))
+        self.telemetry.stale_documents.set(self.reviews.count_stale())
         return self.telemetry.exposition()
 
     def vector_status(self, document_id: str) -> str:

@@ -18,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from kbseek.core import modes
+from kbseek.core import modes, staleness
 from kbseek.observability.redact import mask_url
 
 
@@ -116,6 +116,11 @@ class Settings(BaseSettings):
         default="",
         description="Link for evidence, e.g. https://git.example.com/kb/blob/main/{path}#L{line}; "
         "fields {path} {category} {anchor} {line} {commit}",
+    )
+    review_every_default: str = Field(
+        default="365d",
+        description="How long a document that names no review_every stays fresh (180d, 6m, 1y); 0 or off: never "
+        "stale by default. Past it, evidence is labelled stale",
     )
     query_rewrite: str = Field(default="off", description="off | expand | multi (rule-based query rewriting)")
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
@@ -215,6 +220,10 @@ class Settings(BaseSettings):
                     f"source_url_template: unknown or malformed field {exc}; "
                     "use {path} {category} {anchor} {line} {commit}"
                 ) from None
+        try:
+            staleness.parse_period(self.review_every_default)
+        except ValueError as exc:
+            raise ValueError(f"review_every_default: {exc}") from None
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'kbseek.db'}"
         return self

@@ -23,6 +23,7 @@ from kbseek.core.relevance import (  # HIGHLY_RELEVANT: used by the doctests
     strongest,
 )
 from kbseek.core.results import LaneScore
+from kbseek.core.staleness import Staleness
 
 LONG_DOCUMENT_CHARS = 3000
 EXCERPT_SHORT, EXCERPT_LONG = 800, 500
@@ -56,6 +57,7 @@ class DocumentEvidence:
     pieces: tuple[Piece, ...] = ()
     content: str = ""  # the compact summary or metadata text for those forms
     source_url: str | None = None
+    review: Staleness | None = None  # the document's age and whether it is past review (``lookup.review``)
 
 
 @dataclass(frozen=True, slots=True)

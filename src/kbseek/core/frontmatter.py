@@ -11,10 +11,11 @@ import yaml
 
 from kbseek.core.markdown import first_heading, lines_outside_fences
 from kbseek.core.models import Frontmatter
+from kbseek.core.staleness import review_fields
 from kbseek.errors import FrontmatterError
 
 REQUIRED = ("title", "keywords", "summary")
-OPTIONAL = ("category", "version", "author")
+OPTIONAL = ("category", "version", "author", "owner", "last_reviewed", "review_every")
 SUMMARY_MAX_CHARS = 200
 # Metadata is a few hundred characters; YAML is parsed in pure Python (about 10 µs a character, holding the
 # interpreter), so a frontmatter of megabytes would cost every other request seconds.
@@ -74,6 +75,7 @@ def parse_frontmatter(
             line=lines.get("keywords"),
             hint="keep the terms an alert or a question would name, or raise KBSEEK_MAX_KEYWORDS_PER_DOCUMENT",
         )
+    review_fields(fields, source=source, lines=lines)  # owner, last_reviewed, review_every: refused when unreadable
     for name in ("version", "author"):
         if name in fields and fields[name] is not None:
             fields[name] = str(fields[name])

@@ -115,6 +115,7 @@ class DocumentCard:
     fields: dict[str, Any] = field(default_factory=dict)  # the frontmatter as written
     content_hash: str = ""
     chunk_ids: tuple[str, ...] = ()  # in document order
+    updated_at: str = ""  # when the stored version was written (ISO): a document's age without 'last_reviewed'
     origin: str | None = None  # where it came from (``core.origins``): what ``{commit}`` in a source link names
 
 

@@ -188,6 +188,47 @@ def case_from_lookup(
     return Case(id=case_id, query=lookup["query"], expected=expected, tags=tags or [], split=split, notes=notes)
 
 
+def case_from_feedback(report: dict[str, Any], *, split: str = "dev") -> Case:
+    """A reader's "wrong" or "missed" report (``kbseek.lookup.feedback``) as a new case, id ``fb-<report id>``.
+
+    "missed" names the evidence that should have come (its chunks): those become grade-3 expected evidence.
+    "wrong" says what came was not the answer, and not what is: the case expects no answer until someone who
+    knows lists the right evidence (its notes say so), so the regression gate fails an answer that cites the
+    wrong evidence with confidence.
+
+    >>> case_from_feedback({"id": 7, "verdict": "missed", "query": "磁盘满", "request_id": "r1", "note": None,
+    ...     "evidence": [{"chunk_id": "c1", "path": "ops/disk.md", "heading_path": ["磁盘满", "清理"]}]}).expected
+    [Expected(document='ops/disk.md', heading_path=['磁盘满', '清理'], grade=3)]
+    """
+    note = f": {report['note']}" if report.get("note") else ""
+    given = ", ".join(
+        f"{e['path']}#{'/'.join(e['heading_path'])}" if e["heading_path"] else e["path"] for e in report["evidence"]
+    )
+    source = f"from feedback {report['id']} ({report['verdict']}, request {report['request_id']}){note}"
+    if report["verdict"] == "missed":
+        if not any(e["chunk_id"] for e in report["evidence"]):
+            raise DatasetError(f"feedback {report['id']}: a 'missed' report names no chunk, so no expected evidence")
+        expected = {
+            (e["path"], tuple(e["heading_path"])): Expected(document=e["path"], heading_path=list(e["heading_path"]))
+            for e in report["evidence"]
+            if e["chunk_id"]
+        }
+        return Case(
+            id=f"fb-{report['id']}", query=report["query"], expected=list(expected.values()), split=split, notes=source
+        )
+    if report["verdict"] != "wrong":
+        raise DatasetError(f"feedback {report['id']}: only 'wrong' and 'missed' reports become cases")
+    return Case(
+        id=f"fb-{report['id']}",
+        query=report["query"],
+        answerable=False,
+        tags=["no-answer"],
+        split=split,
+        notes=f"{source}; reported wrong: {given or 'the answer'}. If the knowledge base does answer this, list the "
+        "right evidence and set answerable to true",
+    )
+
+
 def add_case(path: Path, case: Case) -> None:
     """Append ``case`` to a case file (checked first; the file is rewritten atomically)."""
     cases = read_cases(path)

@@ -30,10 +30,12 @@ from starlette.applications import Starlette
 
 from kbseek import __version__
 from kbseek.errors import INTERNAL_FAILURES, KbseekError, Unavailable, edge_hint, public_message
+from kbseek.lookup.feedback import FeedbackRequest
 from kbseek.lookup.render import render_text, response_view
 from kbseek.lookup.schema import (
     CATEGORIES,
     LOOKUP,
+    REPORT,
     SECTION,
     TOOLS,
     SectionRequest,
@@ -41,7 +43,7 @@ from kbseek.lookup.schema import (
     parse_request,
     tool_annotations,
 )
-from kbseek.observability.logs import current_request_id, request_scope
+from kbseek.observability.logs import actor_scope, current_request_id, request_scope
 from kbseek.observability.redact import redact
 
 if TYPE_CHECKING:
@@ -54,8 +56,9 @@ DOCUMENT_URI = "kbseek://documents/{+path}"  # reserved expansion: a path keeps 
 INSTRUCTIONS = (
     "kbseek holds the team's operations knowledge: runbooks, troubleshooting guides, alert handbooks. Call "
     "lookup_knowledge with the symptom, error code or alert name (Chinese or English), with one session_id per "
-    "diagnosis; read a whole section with get_document_section. Each document is also a resource at "
-    "kbseek://documents/{path}."
+    "diagnosis; read a whole section with get_document_section. When evidence helped, was wrong or outdated, or "
+    "an answer missed something, say so with report_evidence (the answer's request_id). Each document is also a "
+    "resource at kbseek://documents/{path}."
 )
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -126,7 +129,7 @@ def document_uri(path: str) -> str:
 
 
 def build_mcp_server(kb: KnowledgeBase | Callable[[], KnowledgeBase]) -> MCPServer:
-    """The MCP server over one knowledge base: three tools and one resource per document.
+    """The MCP server over one knowledge base: four tools and one resource per document.
 
     ``kb`` is the knowledge base, or a function returning it when it is needed, for a host that opens it in
     the background (until then its error comes back as an ``unavailable`` tool error).
@@ -136,7 +139,7 @@ def build_mcp_server(kb: KnowledgeBase | Callable[[], KnowledgeBase]) -> MCPServ
     >>> from kbseek.settings import Settings
     >>> server = build_mcp_server(KnowledgeBase.open(Settings(home=tempfile.mkdtemp(), embedder="none")))
     >>> sorted(t.name for t in anyio.run(server.list_tools))
-    ['get_document_section', 'list_categories', 'lookup_knowledge']
+    ['get_document_section', 'list_categories', 'lookup_knowledge', 'report_evidence']
     """
     current = _provider(kb)
     level = getattr(getattr(kb, "settings", None), "log_level", "WARNING")
@@ -144,6 +147,7 @@ def build_mcp_server(kb: KnowledgeBase | Callable[[], KnowledgeBase]) -> MCPServ
         _tool(LOOKUP, lambda arguments: _lookup(current(), arguments)),
         _tool(SECTION, lambda arguments: _section(current(), arguments)),
         _tool(CATEGORIES, lambda arguments: _categories(current(), arguments)),
+        _tool(REPORT, lambda arguments: _report(current(), arguments)),
     ]
     # log_level: MCPServer calls logging.basicConfig (stderr) with it; kbseek's setting keeps that quiet too.
     server = _KnowledgeBaseServer(
@@ -326,3 +330,12 @@ def streamable_http_app(
     return build_mcp_server(kb).streamable_http_app(
         streamable_http_path=path, stateless_http=stateless, json_response=json_response, transport_security=security
     )
+
+
+def _report(kb: KnowledgeBase, arguments: dict[str, Any]) -> CallToolResult:
+    """``report_evidence``: one reader's report on a recorded call's evidence, attributed to MCP."""
+    with actor_scope("mcp"):
+        stored = kb.reviews.report(cast(FeedbackRequest, parse_request(REPORT, arguments)))
+    where = f" on {len(stored['evidence'])} document(s)/section(s)" if stored["evidence"] else ""
+    text = f"recorded: {stored['verdict']}{where} of request {stored['request_id']} (report {stored['id']})"
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=stored)

@@ -32,6 +32,7 @@ from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Threshold
 from kbseek.core.results import Hit, RecallResult
 from kbseek.errors import NotFoundError
 from kbseek.lookup.config import LookupConfig
+from kbseek.lookup.review import label_reviews
 from kbseek.lookup.types import LookupRequest
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
@@ -315,7 +316,7 @@ def assemble_answer(
     )
     if answer.status == "no_confident_match" and not candidates and not request.section and hits:
         answer = replace(answer, closest=_closest(hits))
-    return answer
+    return label_reviews(answer, default_every=config.review_every_default)  # labelled, never hidden
 
 
 def _closest(hits: list[Hit]) -> tuple[dict[str, Any], ...]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
 from kbseek.core.relevance import Thresholds, thresholds_for
+from kbseek.core.staleness import parse_period
 from kbseek.retrieval.recall import FusionConfig
 from kbseek.settings import Settings
 
@@ -42,6 +43,7 @@ class LookupConfig:
     slow_lookup_ms: float = 1000.0
     threshold_overrides: dict[str, float] = field(default_factory=dict)  # over the embedder's calibration
     answerability_model: bool = True  # the embedder's fitted question-level gate, where it has one
+    review_every_default: int | None = 365  # days before a document with no review_every is stale; None: never
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LookupConfig:
@@ -55,6 +57,7 @@ class LookupConfig:
             query_rewrite=settings.query_rewrite,
             slow_lookup_ms=settings.slow_lookup_ms,
             answerability_model=settings.answerability_model,
+            review_every_default=parse_period(settings.review_every_default),
             threshold_overrides={
                 name: getattr(settings, name) for name in THRESHOLD_FIELDS if getattr(settings, name) is not None
             },

@@ -8,12 +8,13 @@ from typing import Any
 
 from kbseek.core.answer import DocumentEvidence, Piece
 from kbseek.core.modes import ANSWER_FORMATS
+from kbseek.lookup.review import review_view
 from kbseek.lookup.views import filter_view, hint_view, lane_view
 
 FORMATS = ANSWER_FORMATS
 
 
-def piece_view(piece: Piece) -> dict[str, Any]:
+def piece_view(piece: Piece, review: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "chunk_ids": list(piece.chunk_ids),
         "breadcrumb": piece.breadcrumb,
@@ -26,11 +27,13 @@ def piece_view(piece: Piece) -> dict[str, Any]:
         "score": round(piece.score, 6),
         "lanes": {name: lane_view(lane) for name, lane in piece.lanes.items()},
         "relevance": piece.level,
+        **(review or {}),
     }
 
 
 def document_evidence_view(entry: DocumentEvidence) -> dict[str, Any]:
     doc = entry.document
+    review = review_view(entry.review)
     return {
         "document_id": doc.id,
         "title": doc.title,
@@ -42,12 +45,18 @@ def document_evidence_view(entry: DocumentEvidence) -> dict[str, Any]:
         "form": entry.form,
         "relevance": entry.level,
         "content": entry.content or None,
-        "items": [piece_view(p) for p in entry.pieces],
+        "items": [piece_view(p, review) for p in entry.pieces],
         "available_sections": [
             {"anchor": s["anchor"], "heading": s["heading"], "level": s["level"], "line": s.get("line")}
             for s in doc.outline
         ],
+        **review,
+        **({} if entry.review is None else {"owner": entry.review.owner, "review_due": _day(entry.review.due)}),
     }
+
+
+def _day(day: Any) -> str | None:
+    return None if day is None else day.isoformat()
 
 
 def response_view(response: Any) -> dict[str, Any]:
@@ -117,6 +126,8 @@ def render_text(response: Any) -> str:
             "",
             f"[{n}] {doc.title} ({entry.level}) — {doc.path}" + (f" <{entry.source_url}>" if entry.source_url else ""),
         ]
+        if entry.review is not None and entry.review.stale:
+            lines.append(f"  STALE: past its review date ({entry.review.age_days} days old); verify before acting")
         if entry.content:
             lines.append(entry.content)
         for piece in entry.pieces:

@@ -8,7 +8,7 @@ accepts cannot drift apart.
 >>> openai_tool_schema()["function"]["parameters"]["required"]
 ['query']
 >>> sorted(tool_descriptions)
-['get_document_section', 'list_categories', 'lookup_knowledge']
+['get_document_section', 'list_categories', 'lookup_knowledge', 'report_evidence']
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from kbseek.errors import InvalidRequest
+from kbseek.lookup.feedback import REPORT_DESCRIPTION, FeedbackRequest
 from kbseek.lookup.types import TOOL_NAME, LookupRequest
 
 LOOKUP = TOOL_NAME
 SECTION = "get_document_section"
 CATEGORIES = "list_categories"
+REPORT = "report_evidence"
 
 LOOKUP_DESCRIPTION = (
     "Search the team's operations knowledge base (runbooks, troubleshooting guides, alert handbooks, error-code "
@@ -99,6 +101,7 @@ class ToolSpec:
     description: str
     request: type[BaseModel]
     idempotent: bool  # lookup_knowledge is not: a session's repeated question gets DEDUPED pointers
+    read_only: bool = True  # report_evidence records a report: not read-only, though it changes no answer
 
 
 TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
@@ -106,6 +109,9 @@ TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
         LOOKUP: ToolSpec(LOOKUP, "Look up the knowledge base", LOOKUP_DESCRIPTION, LookupRequest, idempotent=False),
         SECTION: ToolSpec(SECTION, "Read a document section", SECTION_DESCRIPTION, SectionRequest, idempotent=True),
         CATEGORIES: ToolSpec(CATEGORIES, "List categories", CATEGORIES_DESCRIPTION, CategoriesRequest, idempotent=True),
+        REPORT: ToolSpec(
+            REPORT, "Report on evidence", REPORT_DESCRIPTION, FeedbackRequest, idempotent=False, read_only=False
+        ),
     }
 )
 tool_descriptions: Mapping[str, str] = MappingProxyType({name: spec.description for name, spec in TOOLS.items()})
@@ -153,10 +159,10 @@ def mcp_tool_definition(name: str = LOOKUP) -> dict[str, Any]:
 
 
 def tool_annotations(name: str) -> dict[str, bool]:
-    """MCP tool hints: every tool only reads the knowledge base (lookups record a trace, which changes nothing
-    an agent could observe besides session dedup) and reaches nothing outside it."""
+    """MCP tool hints: the lookup tools only read the knowledge base (lookups record a trace, which changes nothing
+    an agent could observe besides session dedup), ``report_evidence`` records a report; none reaches outside it."""
     return {
-        "readOnlyHint": True,
+        "readOnlyHint": _spec(name).read_only,
         "destructiveHint": False,
         "idempotentHint": _spec(name).idempotent,
         "openWorldHint": False,
@@ -168,6 +174,8 @@ def parse_request(name: str, arguments: dict[str, Any]) -> BaseModel:
     spec = _spec(name)
     if spec.request is LookupRequest:
         return LookupRequest.parse(arguments)
+    if spec.request is FeedbackRequest:
+        return FeedbackRequest.parse(arguments)
     try:
         return spec.request.model_validate(arguments)
     except ValidationError as exc:

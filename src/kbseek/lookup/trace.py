@@ -15,9 +15,11 @@ def session_trace(
     calls: list[dict[str, Any]],
     given: Iterable[Mapping[str, Any]],
     paths: Mapping[str, str],
+    feedback: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The trace of ``session_id`` from its recorded ``calls`` (oldest first), the evidence ``given`` rows
-    (document id, call, anchor) and the current ``paths`` of document ids (a deleted document has none)."""
+    (document id, call, anchor), the current ``paths`` of document ids (a deleted document has none) and the
+    ``feedback`` readers sent on its calls (``kbseek.lookup.feedback``), each also under its call."""
     if not calls:
         raise NotFoundError(f"no lookup recorded for session {session_id!r}")
     seen: dict[str, dict[str, Any]] = {}
@@ -33,6 +35,7 @@ def session_trace(
         )
         if row["anchor"] is not None:
             entry["anchors"].append(row["anchor"])
+    reports = list(feedback)
     return {
         "session_id": session_id,
         "calls": [
@@ -49,8 +52,14 @@ def session_trace(
                 "deduplicated": c["retrieval_details"].get("deduplicated", []),
                 "duration_ms": c["duration_ms"],
                 "at": c["created_at"].isoformat(),
+                "feedback": [
+                    {"verdict": f["verdict"], "chunk_ids": f["chunk_ids"], "note": f["note"]}
+                    for f in reports
+                    if f["request_id"] == c["request_id"]
+                ],
             }
             for c in calls
         ],
         "documents_seen": list(seen.values()),
+        "feedback": [dict(f) for f in reports],
     }

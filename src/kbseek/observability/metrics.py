@@ -62,6 +62,12 @@ class Telemetry:
         )
         self.documents = Gauge("kbseek_documents", "Documents in the knowledge base", registry=r)
         self.chunks = Gauge("kbseek_chunks", "Chunks in the knowledge base", registry=r)
+        self.feedback = Counter(
+            "kbseek_evidence_feedback", "Readers' reports on evidence, by verdict", ["verdict"], registry=r
+        )
+        self.stale_documents = Gauge(
+            "kbseek_stale_documents", "Documents past their review date (see 'kbseek docs stale')", registry=r
+        )
 
     def observe_lookup(self, row: dict[str, Any], *, slow: bool) -> None:
         """Count one recorded ``tool_invocation`` row (see :mod:`kbseek.lookup.records`)."""

@@ -75,6 +75,7 @@ class IndexCopy:
                 fields=doc.frontmatter,
                 content_hash=doc.content_hash,
                 chunk_ids=tuple(c.id for c in doc.chunks),
+                updated_at=doc.updated_at,
                 origin=doc.origin,
             )
             self.keywords.upsert(card)

@@ -125,6 +125,11 @@ function pieces(r) {
   return out;
 }
 
+/** Past its review date: still evidence, labelled (the completeness sentence names it too). */
+function staleBadge(doc) {
+  return badge('STALE', '', t('lookup.stale', {n: doc.age_days}));
+}
+
 function levelsView(r) {
   const rows = [];
   let n = 0;
@@ -134,8 +139,8 @@ function levelsView(r) {
     }
     for (const item of doc.items) {
       n += 1;
-      rows.push([String(n), [h('div', {}, doc.source_path), h('div', {class: 'crumb'}, item.breadcrumb)],
-        badge(item.relevance), fmtNum(item.score)]);
+      rows.push([String(n), [h('div', {}, doc.source_path, doc.stale ? [' ', staleBadge(doc)] : null),
+        h('div', {class: 'crumb'}, item.breadcrumb)], badge(item.relevance), fmtNum(item.score)]);
     }
   }
   return h('section', {'aria-labelledby': 'levels-h'}, h('h3', {id: 'levels-h'}, t('lookup.levels')),

@@ -155,7 +155,7 @@ class ToolInvocationRow(Base):
     tool_name: Mapped[str] = mapped_column(String(64))
     session_id: Mapped[str | None] = mapped_column(String(128), index=True, nullable=True)
     call: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    request_id: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str] = mapped_column(String(64), index=True)  # feedback names its call by it
     query: Mapped[str] = mapped_column(Text)
     policy: Mapped[str] = mapped_column(String(32))
     retrieval_layer: Mapped[str] = mapped_column(String(32))
@@ -216,3 +216,23 @@ class DocumentVersionRow(Base):
     key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     request_id: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class EvidenceFeedbackRow(Base):
+    """What a reader (agent, verifier, person) said of one ``lookup_knowledge`` call's evidence: it helped, was
+    wrong or outdated, or the answer missed something. Tied to the call by its request id; the call's query and
+    session are copied so the report outlives the invocation's retention."""
+
+    __tablename__ = "evidence_feedback"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(String(64), index=True)
+    session_id: Mapped[str | None] = mapped_column(String(128), index=True, nullable=True)
+    verdict: Mapped[str] = mapped_column(String(16))  # helped | wrong | outdated | missed
+    chunk_ids: Mapped[list[str]] = mapped_column(JSON)
+    evidence: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # path and heading path of each chunk (or document)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    query: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(128))
+    key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

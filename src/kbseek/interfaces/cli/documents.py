@@ -26,6 +26,7 @@ from kbseek.interfaces.cli.common import (
     owning,
     say,
 )
+from kbseek.lookup.review import owners
 from kbseek.lookup.views import document_view
 
 docs_app = typer.Typer(help="List, show, delete and lint stored documents; their history and rollback.", **HELP)
@@ -99,6 +100,34 @@ def docs_list(
         with open_reading(vectors=False) as kb:
             docs = kb.list_documents(category=category, limit=limit, offset=offset)
         emit(docs, as_json, _print_documents, view=lambda docs: [document_view(d) for d in docs])
+
+
+@docs_app.command("stale")
+def docs_stale(
+    owner: Annotated[str | None, typer.Option(help="Only this owner's documents ('-': documents with none).")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List fresh documents too, with their age.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List what needs review, per owner: documents past their review date (frontmatter last_reviewed and
+    review_every, or the review_every_default setting) and documents readers reported outdated."""
+    with exit_on_error(as_json):
+        with open_reading(vectors=False) as kb:
+            rows = kb.reviews.stale(owner, everything=show_all)
+        emit(rows, as_json, _print_stale, view=lambda rows: {"owners": owners(rows), "documents": rows})
+
+
+def _print_stale(rows: list[dict[str, Any]]) -> None:
+    table = Table(box=None, highlight=False)
+    for column in ("owner", "path", "age", "since", "due", "why"):
+        table.add_column(column, no_wrap=column != "why", overflow="ellipsis")
+    for r in rows:
+        why = ", ".join(r["reasons"]) or "fresh"
+        since = f"{r['since']} ({'reviewed' if r['basis'] == 'last_reviewed' else 'changed'})"
+        shown = (r["owner"] or "-", r["path"], f"{r['age_days']}d", since, r["review_due"] or "never", why)
+        table.add_row(*(Text(value) for value in shown))  # the data's text is never read as markup
+    out.print(table)
+    needing = sum(1 for r in rows if r["reasons"])
+    say(f"{needing} document(s) need review" + (f" of {len(rows)} listed" if needing != len(rows) else ""))
 
 
 def _print_documents(docs: list[Any]) -> None:

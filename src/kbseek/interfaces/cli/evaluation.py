@@ -185,9 +185,17 @@ def _print_comparison(result: dict[str, Any], show: int) -> None:
 def eval_add_case(
     cases: Annotated[Path, typer.Argument(help="Golden case file to add to.")],
     lookup_json: Annotated[
-        Path, typer.Argument(help="A recorded lookup: the output of 'kbseek lookup --json' ('-' = stdin).")
-    ],
-    case_id: Annotated[str, typer.Option("--id", help="The new case's id.")],
+        Path | None, typer.Argument(help="A recorded lookup: the output of 'kbseek lookup --json' ('-' = stdin).")
+    ] = None,
+    case_id: Annotated[str | None, typer.Option("--id", help="The new case's id (with a recorded lookup).")] = None,
+    from_feedback: Annotated[
+        bool,
+        typer.Option(
+            "--from-feedback",
+            help="Instead: every 'wrong' and 'missed' report readers sent (report_evidence, POST /api/feedback) "
+            "not yet in the file becomes case fb-<report id>.",
+        ),
+    ] = False,
     piece: Annotated[
         list[int] | None, typer.Option(help="Answer piece (1-based) that is right; repeat. Default 1.")
     ] = None,
@@ -196,10 +204,18 @@ def eval_add_case(
     notes: Annotated[str, typer.Option(help="Why this case exists.")] = "",
     as_json: JsonFlag = False,
 ) -> None:
-    """Turn a recorded lookup (a bad answer seen in production) into a golden case."""
+    """Turn a recorded lookup (a bad answer seen in production), or readers' reports, into golden cases."""
     from kbseek.evaluation.cases import add_case, case_from_lookup  # imported here: start-up cost (see common)
 
     with exit_on_error(as_json):
+        if from_feedback:
+            if lookup_json is not None or case_id is not None:
+                raise DatasetError("--from-feedback takes no recorded lookup and no --id: each report names its case")
+            added, skipped = _cases_from_feedback(cases, split)
+            emit({"added": added, "skipped": skipped}, as_json, lambda r: _print_from_feedback(cases, r))
+            return
+        if lookup_json is None or case_id is None:
+            raise DatasetError("give a recorded lookup and --id, or --from-feedback")
         try:
             text = sys.stdin.read() if str(lookup_json) == "-" else lookup_json.read_text(encoding="utf-8")
             recorded = json.loads(text)
@@ -216,6 +232,39 @@ def eval_add_case(
             ),
             view=lambda case: case.model_dump(),
         )
+
+
+def _cases_from_feedback(path: Path, split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Add a case per new "wrong" or "missed" report; those that cannot be one are named with the reason."""
+    # Imported here: start-up cost (see common)
+    from kbseek.evaluation.cases import add_case, case_from_feedback, read_cases
+    from kbseek.interfaces.cli.common import open_reading
+
+    existing = {c.id for c in read_cases(path).cases}
+    with open_reading(vectors=False) as kb:
+        reports = kb.reviews.feedback(verdicts=("wrong", "missed"), limit=100_000)
+    added, skipped = [], []
+    for report in reports:
+        if f"fb-{report['id']}" in existing:
+            continue
+        try:
+            case = case_from_feedback(report, split=split)
+            add_case(path, case)
+        except DatasetError as exc:
+            skipped.append({"feedback": report["id"], "reason": str(exc)})
+            continue
+        existing.add(case.id)
+        added.append(case.model_dump())
+    return added, skipped
+
+
+def _print_from_feedback(path: Path, result: dict[str, Any]) -> None:
+    for case in result["added"]:
+        kind = "no-answer case" if not case["answerable"] else f"{len(case['expected'])} expected piece(s)"
+        say(f"added case {case['id']} ({kind}): {case['query'][:70]}", markup=False)
+    for skip in result["skipped"]:
+        say(f"[yellow]skipped[/yellow] feedback {skip['feedback']}: {skip['reason']}")
+    say(f"{len(result['added'])} case(s) added to {path}, {len(result['skipped'])} report(s) skipped", markup=False)
 
 
 @eval_app.command("report")

@@ -71,6 +71,10 @@ def _print_trace(data: dict[str, Any]) -> None:
                 f"       DEDUPED         {d['path']}#{d['anchor'] or ''} (given in call {d['first_call']})",
                 markup=False,
             )
+        for f in c.get("feedback", ()):
+            note = f": {f['note']}" if f["note"] else ""
+            meant = ", ".join(f["chunk_ids"]) or "the answer"
+            say(f"       FEEDBACK        {f['verdict']} {meant}{note}", markup=False)
     say(
         "documents seen: " + ", ".join(f"{d['path']} (call {d['first_call']})" for d in data["documents_seen"]),
         markup=False,

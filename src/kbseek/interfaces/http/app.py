@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 
-from kbseek.interfaces.http import console, docs, documents, history, operations, retrieval, sessions
+from kbseek.interfaces.http import console, docs, documents, feedback, history, operations, retrieval, sessions
 from kbseek.interfaces.http import errors as api_errors
 from kbseek.interfaces.http.deps import Runtime
 from kbseek.interfaces.http.request_guard import BodyLimit, HostNames, McpGuard, RequestGuard
@@ -32,7 +32,14 @@ from kbseek.settings import Settings
 
 API_VERSION = "1"
 # in the OpenAPI's order; a document's history before the documents, whose /api/documents/{path} takes any path
-API_ROUTERS = (operations.router, history.router, documents.router, retrieval.router, sessions.router)
+API_ROUTERS = (
+    operations.router,
+    history.router,
+    documents.router,
+    retrieval.router,
+    sessions.router,
+    feedback.router,
+)
 
 
 def create_app(

@@ -15,6 +15,7 @@ from kbseek.errors import http_status
 from kbseek.interfaces.http import errors as api_errors
 from kbseek.interfaces.http.deps import Kb, Read, Write
 from kbseek.interfaces.http.guard import ApiError, error_body
+from kbseek.lookup.review import owners
 from kbseek.lookup.views import document_view
 from kbseek.maintenance.reindex import reindex as rebuild
 from kbseek.observability.logs import actor_scope
@@ -66,7 +67,16 @@ def list_documents(
     q: Annotated[str | None, Query(max_length=200, description="In path or title")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
+    stale: Annotated[
+        bool, Query(description="Only what needs review (past its review date or reported outdated), by owner")
+    ] = False,
+    owner: Annotated[str | None, Query(max_length=200, description="With stale: one owner's ('-': none)")] = None,
 ) -> dict[str, Any]:
+    if stale:
+        rows = kb.reviews.stale(owner)
+        return {"total": len(rows), "limit": limit, "offset": offset, "owners": owners(rows)} | {
+            "documents": rows[offset : offset + limit]
+        }
     docs = kb.list_documents(category=category)
     if q:
         needle = q.casefold()
