@@ -16,7 +16,7 @@ from kbseek.settings import Settings
 
 def test_migrations_build_exactly_the_models(settings):
     engine = make_engine(settings.database_url)
-    assert migrate.upgrade(engine) == migrate.head() == "0009"
+    assert migrate.upgrade(engine) == migrate.head() == "0008"
     with engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diff == []
@@ -32,7 +32,7 @@ def test_downgrade_and_upgrade_again(tmp_path):
     with engine.begin() as connection:
         command.downgrade(migrate._config(engine, connection), "base")
     assert migrate.current(engine) is None
-    assert migrate.upgrade(engine) == "0009"
+    assert migrate.upgrade(engine) == "0008"
 
 
 def test_settings_from_env_and_toml(tmp_path, monkeypatch):

@@ -1,8 +1,6 @@
 """evidence_feedback: what readers said of a lookup's evidence; tool_invocations looked up by request id
 
-Numbered 0009: 0008 was kept for Git sync, developed alongside, which needed no migration; so this revises 0007.
-
-Revision ID: 0009
+Revision ID: 0008
 Revises: 0007
 Create Date: 2026-12-01
 """
@@ -10,7 +8,7 @@ Create Date: 2026-12-01
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
+revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
