@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" if (ROOT.parent / "shared").is_dir() else Path("/work/shared/data")
+DATA = ROOT.parent / "shared" / "data"  # the evaluation data beside the repository
 TARGET_ANSWERED = 0.95
 L2 = 1.0
 

@@ -149,7 +149,8 @@ class FixtureRecall:
                 lanes[lane], raw[lane] = retrieval.dense_lane(self.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
-        hits = retrieval.fuse(self.indexes, lanes, raw, config.fusion, top_k) if any(lanes.values()) else []
+        fusion, _ = retrieval.language_weighted(self.indexes, clean_query(query), raw.get("dense"), config.fusion)
+        hits = retrieval.fuse(self.indexes, lanes, raw, fusion, top_k) if any(lanes.values()) else []
         return RecallResult(
             query=query,
             request_id=current_request_id(),

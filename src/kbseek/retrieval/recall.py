@@ -119,10 +119,8 @@ def _recall(
     raw = {r.name: r.scores for r in ran}
     reference = next((r.reference for r in ran if r.reference is not None), None)
     started = time.perf_counter()
-    if config.cross_language < 1 and _cross_language(indexes, query, raw.get("dense")):
-        lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
-        config = replace(config, weights={**config.weights, **lexical})
-        notes.append("the query's language differs from the evidence's: the word-matching lanes weigh less")
+    config, note = language_weighted(indexes, query, raw.get("dense"), config)
+    notes.extend([note] if note else [])
     hits = fuse(indexes, lanes, raw, config, top_k)
     timings["fusion"] = _ms(started, time.perf_counter())
     # as each lane recorded them (the dense lane's as the store returned them, summary vectors included)
@@ -158,6 +156,19 @@ def fuse(
 
 WORD_LANES = ("bm25", "l0", "clauses")  # lanes that match words (the section lane matches purposes across languages)
 EVIDENCE_SAMPLE = 10  # the dense lane's best chunks that tell the evidence's language
+
+
+def language_weighted(
+    indexes: Indexes, query: str, dense: dict[str, float] | None, config: FusionConfig
+) -> tuple[FusionConfig, str | None]:
+    """The fusion for this query: when it is written in another script than the dense lane's best chunks, the
+    word-matching lanes weigh ``config.cross_language`` of their weight (with a note saying so). Live recall and
+    replay both fuse through it, so a replay ranks as the live recall did."""
+    if config.cross_language < 1 and _cross_language(indexes, query, dense):
+        lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
+        note = "the query's language differs from the evidence's: the word-matching lanes weigh less"
+        return replace(config, weights={**config.weights, **lexical}), note
+    return config, None
 
 
 def _cross_language(indexes: Indexes, query: str, dense: dict[str, float] | None) -> bool:
