@@ -12,7 +12,7 @@ import click
 import jsonschema
 import pytest
 import typer
-from support import EXAMPLES, ROOT, write
+from support import EXAMPLES, ROOT, doc, write
 from typer.testing import CliRunner
 
 import kbseek
@@ -113,6 +113,14 @@ def test_human_output_and_errors(home, tmp_path):
     for args in (["search", "超时"], ["lookup", "超时"], ["docs", "list"], ["docs", "show", "api/payment-errors.md"]):
         assert "lint:" not in run(home, *args).stderr
     assert "keyword '超时' is shared by 2 documents" in run(home, "docs", "lint").stdout
+
+
+def test_ingest_prints_file_names_and_reasons_as_text_not_markup(home, tmp_path):
+    folder = tmp_path / "kb"
+    write(folder, "ops/[red]disk.md", doc("磁盘", "DISK_X", "磁盘清理", "# 磁盘\n\n清理日志。"))
+    write(folder, "ops/[bold]bad.md", b"---\ntitle: [unclosed\n---\nbody")
+    shown = run(home, "ingest", str(folder), code=1).stdout
+    assert "ops/[red]disk.md" in shown and "ops/[bold]bad.md" in shown
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from kbseek import __version__
 from kbseek.errors import KbseekError
@@ -175,3 +176,21 @@ def emit(result: T, as_json: bool, text: Callable[[T], None], view: Callable[[T]
         print_json(result if view is None else view(result))
     else:
         text(result)
+
+
+FILE_STYLES = {"failed": "red", "added": "green", "updated": "yellow"}
+
+
+def print_file_reports(files: Any, *, chunks: bool = False) -> None:
+    """One line per file an ingest or a sync changed or failed (unchanged ones are quiet), its reason and its
+    warnings below it; names and reasons are printed as text, never as console markup."""
+    for f in files:
+        if f.status == "unchanged":
+            continue
+        style = FILE_STYLES.get(f.status, "white")
+        detail = f" ({f.chunks} chunks)" if chunks and f.status != "failed" else ""
+        say(f"[{style}]{f.status:8}[/{style}] {escape(f.path or f.source)}{detail}")
+        if f.reason:
+            say(f"         [red]{escape(f.reason)}[/red]")
+        for warning in f.warnings:
+            say(f"         [yellow]warning:[/yellow] {escape(warning)}")

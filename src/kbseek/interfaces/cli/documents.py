@@ -24,6 +24,7 @@ from kbseek.interfaces.cli.common import (
     open_reading,
     out,
     owning,
+    print_file_reports,
     say,
 )
 from kbseek.lookup.review import owners
@@ -67,17 +68,7 @@ def ingest(
 
 
 def _print_ingest(report: Any) -> None:
-    styles = {"failed": "red", "added": "green", "updated": "yellow"}
-    for f in report.files:
-        if f.status == "unchanged":
-            continue
-        style = styles.get(f.status, "white")
-        detail = f" ({f.chunks} chunks)" if f.status != "failed" else ""
-        say(f"[{style}]{f.status:8}[/{style}] {f.path or f.source}{detail}")
-        if f.reason:
-            say(f"         [red]{f.reason}[/red]")
-        for warning in f.warnings:
-            say(f"         [yellow]warning:[/yellow] {warning}")
+    print_file_reports(report.files, chunks=True)
     for path in report.pruned:
         say(f"[yellow]deleted[/yellow] {path} (file vanished)")
     for why in report.prune_skipped:

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kbseek.interfaces.cli.common import HELP, JsonFlag, emit, exit_on_error, open_owned, owning, say
+from kbseek.interfaces.cli.common import (
+    HELP,
+    JsonFlag,
+    emit,
+    exit_on_error,
+    open_owned,
+    owning,
+    print_file_reports,
+    say,
+)
 
 sync_app = typer.Typer(help="Bring documents in from a source (a Git repository).", **HELP)
 
@@ -31,13 +40,7 @@ def sync_git(
 
 
 def _print_sync(report: Any) -> None:
-    styles = {"failed": "red", "added": "green", "updated": "yellow"}
-    for f in report.files:
-        if f.status != "unchanged":
-            style = styles.get(f.status, "white")
-            say(f"[{style}]{f.status:8}[/{style}] {escape(f.path or f.source)}")
-            if f.reason:
-                say(f"         [red]{escape(f.reason)}[/red]")
+    print_file_reports(report.files)
     for move in report.moved:
         say(f"[yellow]moved[/yellow]    {escape(move['from'])} → {escape(move['to'])}")
     for path in report.deleted:
