@@ -36,7 +36,27 @@ def sets() -> list[tuple[str, object]]:
         ("golden-dev", load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")),
         ("superbizagent-dev", load_dataset(DATA / "superbizagent-runbooks", split="dev")),
         ("prometheus", load_dataset(DATA / "prometheus-operator-runbooks")),
+        ("superbizagent-written-dev", load_cases(ROOT / "examples" / "eval" / "superbizagent-dev.json", split="dev")),
     ]
+
+
+OFF_TOPIC = 30  # questions of each off-topic bank asked of every knowledge base
+# (bank, queries file, knowledge bases it is off-topic for): none of these sets' questions is answered by those
+BANKS = (
+    ("cmrc-trial", "cmrc2018-retrieval-zh/queries-trial.jsonl", ("golden-dev", "superbizagent-dev", "prometheus")),
+    ("scifact-train", "beir-scifact/queries-train.jsonl", ("golden-dev", "superbizagent-dev", "prometheus")),
+    ("tidb-dev", "tidb-faq-zh-dev/queries.jsonl", ("superbizagent-dev", "prometheus")),
+)
+
+
+def off_topic(set_name: str) -> list[tuple[str, str]]:
+    """(bank, question) pairs asked of ``set_name``'s knowledge base as off-topic negatives."""
+    out = []
+    for bank, path, targets in BANKS:
+        if set_name in targets:
+            lines = (DATA / path).read_text(encoding="utf-8").splitlines()[:OFF_TOPIC]
+            out.extend((bank, json.loads(line)["text"]) for line in lines)
+    return out
 
 
 def collect() -> list[dict]:
@@ -77,6 +97,14 @@ def collect() -> list[dict]:
                     if rest:
                         s = question_signals(indexes, text, rest, _without(hint, hits, rest), ref)
                         rows.append({"set": name, "id": query.id, "label": 0, "x": s.vector(), "kind": "held-out"})
+            for bank, text in off_topic(name):
+                seen.clear()
+                kb.lookup_tool({"query": text, "policy": "hybrid"})
+                indexes, asked, hits, hint, ref = seen[0]
+                s = question_signals(indexes, asked, hits, hint, ref)
+                rows.append(
+                    {"set": name, "id": f"{bank}:{text[:40]}", "label": 0, "x": s.vector(), "kind": "off-topic"}
+                )
         finally:
             kb.close()
         print(f"{name}: {sum(r['set'] == name for r in rows)} rows", file=sys.stderr)

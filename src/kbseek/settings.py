@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     weight_bm25: float = Field(default=1.0, ge=0, le=10)
     weight_dense: float = Field(default=1.0, ge=0, le=10)
     weight_l0: float = Field(default=0.5, ge=0, le=10)
+    weight_headings: float = Field(default=0.0, ge=0, le=10)
+    weight_dense_clauses: float = Field(default=0.0, ge=0, le=10)
+    weight_section: float = Field(default=0.0, ge=0, le=10)
+    weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
     domain_filter: bool = Field(
         default=False,
@@ -126,6 +130,12 @@ class Settings(BaseSettings):
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
     answerability_model: bool = Field(
         default=True, description="Also refuse questions the embedder's fitted answerability model judges unanswered"
+    )
+    answerability_cut: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="This knowledge base's cut for the answerability model (kbseek eval calibrate); empty: the model's",
     )
     similarity_high: float | None = Field(default=None, ge=-1, le=1, description="Override the model's calibration")
     similarity_low: float | None = Field(default=None, ge=-1, le=1)

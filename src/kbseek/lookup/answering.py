@@ -98,7 +98,9 @@ def question_signals(
 ) -> Signals:
     """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training)."""
     cleaned = clean_query(query)
-    coverage = indexes.bm25.coverage(indexes.analyzer.tokens(cleaned), [h.chunk.id for h in hits])
+    tokens = indexes.analyzer.tokens(cleaned)
+    coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
+    top = hits[0].lanes if hits else {}
     return signals(
         [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits],
         [h.chunk.document_id for h in hits],
@@ -107,6 +109,8 @@ def question_signals(
         reference=reference,
         names=identifiers(cleaned),
         l0=bool(l0_status(hint)),
+        unseen=indexes.bm25.unseen_share(tokens),
+        top_ranks=[top[lane].rank if lane in top else None for lane in ("bm25", "dense")],
     )
 
 
