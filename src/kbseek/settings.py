@@ -59,7 +59,7 @@ class GitSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    repo: str = Field(min_length=1, max_length=2000, description="A clone's path, or a URL")
+    repo: str = Field(min_length=1, max_length=2000, repr=False, description="A clone's path, or a URL")
     name: str = Field(default="", max_length=100, description="How requests name it; default: from repo and path")
     ref: str = Field(default="HEAD", min_length=1, max_length=250)
     path: str = Field(default="", max_length=1000, description="Only this folder of the repository")
