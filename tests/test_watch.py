@@ -8,12 +8,14 @@ generous timeouts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +23,9 @@ from fastapi.testclient import TestClient
 from support import doc
 from typer.testing import CliRunner
 
+from kbseek.errors import WriteConflictError
 from kbseek.home.ownership import HomeLock
-from kbseek.home.watch import FolderWatcher, WatchReport
+from kbseek.home.watch import RETRY_AFTER_S, FolderWatcher, WatchReport
 from kbseek.interfaces.cli import app as cli_app
 from kbseek.interfaces.http.app import create_app
 from kbseek.maintenance.live import watch_folders
@@ -203,6 +206,28 @@ def test_bad_frontmatter_is_reported_naming_the_file_and_the_stored_version_stay
     file.write_text(DISK2, encoding="utf-8")
     report = settle(w, clock)
     assert report is not None and [f.status for f in report.files] == ["updated"]
+
+
+def test_a_write_conflict_is_retried_later_not_taken_as_the_files_fault(kb, folder, monkeypatch):
+    clock = Clock()
+    w = watcher(kb, folder, clock)
+    (folder / "ops" / "disk.md").write_text(DISK, encoding="utf-8")
+    real = kb.writer.writes.writing
+
+    @contextlib.contextmanager
+    def busy(path: str, **kwargs: object) -> Iterator[None]:
+        monkeypatch.setattr(kb.writer.writes, "writing", real)  # once
+        raise WriteConflictError(f"another write to {path} is still running")
+        yield
+
+    monkeypatch.setattr(kb.writer.writes, "writing", busy)
+    report = settle(w, clock)
+    assert report is not None and [f.error_code for f in report.files] == ["conflict"]
+    clock.now += SETTLE + 0.01
+    assert w.poll() is None and kb.list_documents() == []  # not at once: a while later
+    clock.now += RETRY_AFTER_S
+    report = w.poll()
+    assert report is not None and [f.status for f in report.files] == ["added"]
 
 
 def test_the_first_poll_catches_up_with_the_folder(kb, folder):

@@ -33,6 +33,8 @@ from kbseek.observability.logs import request_scope
 
 log = logging.getLogger("kbseek")
 Signature = tuple[int, int, int]  # inode, size, mtime in ns
+TRANSIENT = frozenset({"conflict", "storage_error", "storage_full", "unavailable"})  # failures not of the file
+RETRY_AFTER_S = 5.0
 
 
 @dataclass(slots=True)
@@ -140,8 +142,12 @@ class FolderWatcher:
         if (st.st_ino, st.st_size, st.st_mtime_ns) != signature:  # written to while being read: settle again
             self._seen[relative] = ((st.st_ino, st.st_size, st.st_mtime_ns), self.clock())
             return None
-        self._done[relative] = signature
         report = self.writer.store_watched(data, relative, source=str(file), known=known)
+        if report.error_code in TRANSIENT:  # not the file's fault: tried again a while later
+            self._seen[relative] = (signature, self.clock() + RETRY_AFTER_S)
+            log.warning("watch: %s not stored, retried in %.0fs: %s", file, RETRY_AFTER_S, report.reason)
+            return report
+        self._done[relative] = signature  # stored, unchanged or refused: read again only once it changes
         if report.status == "failed":
             log.warning("watch: %s not stored: %s", file, report.reason)
         elif report.status != "unchanged":
@@ -166,6 +172,9 @@ class FolderWatcher:
                 self.writer.delete(path, via="watch", detail=f"{self._prefix}{relative} was deleted")
             except NotFoundError:  # deleted meanwhile by someone else
                 pass
+            except KbseekError as exc:  # a write conflict, a storage error: the next poll tries again
+                log.warning("watch: %s not deleted yet: %s", path, exc)
+                continue
             del self._missing[path]
             report.deleted.append(path)
             log.info("watch: deleted %s (its file %s%s is gone)", path, self._prefix, relative)
@@ -193,8 +202,11 @@ class Watching:
         for watcher in self.watchers:
             try:
                 report = watcher.poll()
-            except KbseekError as exc:  # a database hiccup, a write conflict: the next poll tries again
+            except KbseekError as exc:  # a write conflict, the folder gone: the next poll tries again
                 log.warning("watch %s: %s", watcher.root, exc)
+                continue
+            except Exception:  # a database gone away: the watcher outlives it and tries again
+                log.exception("watch %s: poll failed", watcher.root)
                 continue
             if report is not None:
                 reports.append(report)
