@@ -263,8 +263,10 @@ def test_watch_refuses_while_a_server_owns_the_home(tmp_path, folder):
     with HomeLock(home).held("kbseek serve", "http://127.0.0.1:8000"):
         result = CliRunner().invoke(cli_app, ["--home", str(home), "watch", str(folder)])
     assert result.exit_code == 2 and "serve --watch" in result.output
-    result = CliRunner().invoke(cli_app, ["--home", str(home), "watch", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "no such folder" in result.output
+    for command in (["watch", str(tmp_path / "nope")], ["serve", "--port", "0", "--watch", str(tmp_path / "nope")]):
+        result = CliRunner().invoke(cli_app, ["--home", str(home), *command])
+        assert result.exit_code == 2 and "no such folder" in result.output, command
+    assert not (home / "kbseek.db").exists()  # refused before anything was opened
 
 
 def test_serve_watch_makes_a_save_searchable(tmp_path, folder):

@@ -80,7 +80,9 @@ def serve(
                 err.print(
                     f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
                     f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-                    + f"\n  {application.state.runtime.keys.describe_writes()}",
+                    + f"\n  {application.state.runtime.keys.describe_writes()}"
+                    + "".join(f"\n  watching: {folder}" for folder in settings.watch_dirs)
+                    + "".join(f"\n  git source: {s.name} (POST {base}/api/sync/git)" for s in settings.git_sources),
                     highlight=False,
                 )
             await serving
