@@ -230,6 +230,26 @@ def test_a_write_conflict_is_retried_later_not_taken_as_the_files_fault(kb, fold
     assert report is not None and [f.status for f in report.files] == ["added"]
 
 
+def test_an_unreadable_file_is_reported_once(kb, folder, monkeypatch):
+    clock = Clock()
+    w = watcher(kb, folder, clock)
+    file = folder / "ops" / "disk.md"
+    file.write_text(DISK, encoding="utf-8")
+    real_read = Path.read_bytes
+
+    def denied(self: Path) -> bytes:  # as chmod 000 would for anyone but root, who runs these tests here
+        if self == file:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    report = settle(w, clock)
+    assert report is not None and [(f.status, f.error_code) for f in report.files] == [("failed", "io_error")]
+    assert str(file) in (report.files[0].reason or "") and "Permission denied" in (report.files[0].reason or "")
+    clock.now += SETTLE + 0.01
+    assert w.poll() is None and kb.list_documents() == []
+
+
 def test_the_first_poll_catches_up_with_the_folder(kb, folder):
     (folder / "ops" / "disk.md").write_text(DISK, encoding="utf-8")
     (folder / "ops" / "oom.md").write_text(OOM, encoding="utf-8")

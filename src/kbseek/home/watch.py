@@ -130,7 +130,8 @@ class FolderWatcher:
         vanished = self._listed is None or bool(self._listed - files.keys()) or bool(self._missing)
         if self.prune and complete and vanished:
             self._delete_gone(files, now, report)
-        self._listed = set(files)
+        if complete:  # a partial listing must not hide a vanished file from the next poll
+            self._listed = set(files)
         if not report.files and not report.deleted:
             return None
         if any(f.status in ("added", "updated") for f in report.files) or report.deleted:
@@ -143,9 +144,14 @@ class FolderWatcher:
         try:
             data = file.read_bytes()
             st = file.stat()
-        except OSError:  # gone or unreadable mid-way: the next poll sees what it became
+        except FileNotFoundError:  # gone (or renamed away) mid-way: the next poll sees what it became
             self._seen.pop(relative, None)
             return None
+        except OSError as exc:  # unreadable (permissions): said once, read again when it changes
+            self._done[relative] = signature
+            reason = f"{file}: cannot read: {exc.strerror}"
+            log.warning("watch: %s", reason)
+            return FileReport(source=str(file), status="failed", path=relative, reason=reason, error_code="io_error")
         if (st.st_ino, st.st_size, st.st_mtime_ns) != signature:  # written to while being read: settle again
             self._seen[relative] = ((st.st_ino, st.st_size, st.st_mtime_ns), self.clock())
             return None
