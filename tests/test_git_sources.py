@@ -258,3 +258,18 @@ def test_knowledge_base_without_sources_starts_no_thread(kb):
     sources = git_sources(kb).start()
     assert sources._thread is None
     sources.stop()
+
+
+def test_an_unexpected_failure_is_recorded_without_its_details_and_the_schedule_survives(caplog):
+    def broken(source: GitSource) -> Any:
+        raise RuntimeError("database at postgresql://kb:pw@db/kb went away")
+
+    clock = Clock()
+    sources = GitSources([GitSource(repo="/srv/kb", name="kb", every=60)], broken, clock=clock)
+    with pytest.raises(RuntimeError):
+        sources.sync("kb")
+    assert sources.describe()[0]["last"]["error"] == {"code": "internal_error", "message": "RuntimeError: see the log"}
+    sources.states[0].next_due = clock.now
+    with caplog.at_level(logging.ERROR, logger="kbseek"):
+        assert sources.run_due() == []  # logged, not raised: the schedule goes on
+    assert "kb: sync failed" in caplog.text and sources.states[0].next_due == clock.now + 60

@@ -111,6 +111,12 @@ class GitSources:
             result |= {"ok": False, "error": {"code": exc.code, "message": redact(exc.message)}}
             log.warning("git source %s: sync failed: %s", source.name, redact(exc.message))
             raise
+        except Exception as exc:  # not a sync's own failure (a database gone away): its details stay in the log
+            result |= {
+                "ok": False,
+                "error": {"code": "internal_error", "message": f"{type(exc).__name__}: see the log"},
+            }
+            raise
         finally:
             result |= {"finished_at": _now(), "duration_ms": round((time.perf_counter() - begun) * 1000, 3)}
             state.last, state.running_since = result, None

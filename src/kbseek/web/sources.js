@@ -53,7 +53,7 @@ function lastResult(last) {
     return h('div', {class: 'error', role: 'alert'}, h('code', {}, last.error.code), ' — ', last.error.message,
       h('div', {class: 'muted'}, when));
   }
-  const counts = Object.entries(last.counts).filter(([, n]) => n).map(([k, n]) => `${n} ${k}`).join(', ');
+  const counts = Object.entries(last.counts || {}).filter(([, n]) => n).map(([k, n]) => `${n} ${k}`).join(', ');
   return h('div', {},
     badge(last.ok ? 'ok' : 'failed', '', last.ok ? t('sources.ok') : t('sources.failed')), ' ',
     h('code', {}, (last.commit || '').slice(0, 12)), ` ${last.mode} · ${counts || t('sources.nothing')}`,
