@@ -5,6 +5,7 @@ made here, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -13,9 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
+from support import ROOT
 from test_git_sync import DISK, DISK2, OOM, commit, git
 
 from kbseek.errors import NotFoundError, WriteConflictError
@@ -191,6 +194,9 @@ def test_the_schedule_picks_up_a_new_commit(kb, repo):
         sources.wake()
         name, result = results.get(timeout=TIMEOUT)
         assert (result["trigger"], result["commit"], result["counts"]["added"]) == ("schedule", second, 1)
+        report = kb.sync_git(str(repo), prune=True).to_dict()  # what 'kbseek sync git --json' prints
+        jsonschema.validate(report, json.loads((ROOT / "schemas" / "sync-git-report.schema.json").read_text("utf-8")))
+        assert report["mode"] == "unchanged"
         assert results.empty() and [d.path for d in kb.list_documents()] == ["ops/disk.md", "ops/oom.md"]
     finally:
         sources.stop()

@@ -18,9 +18,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 from fastapi.testclient import TestClient
-from support import doc
+from support import ROOT, doc
 from typer.testing import CliRunner
 
 from kbseek.errors import WriteConflictError
@@ -37,6 +38,10 @@ DISK2 = doc("磁盘满", "DISK_FULL", "磁盘写满", "# 磁盘满\n\n扩容数�
 OOM = doc("内存溢出", "OOM_KILLED", "OOM", "# OOM\n\n调大 memory limit，查看 dmesg。\n")
 SETTLE = 0.4
 TIMEOUT = 30.0  # a safety net only: the threaded tests end as soon as the change is seen
+
+
+def schema(name: str) -> dict:
+    return json.loads((ROOT / "schemas" / f"{name}.schema.json").read_text("utf-8"))
 
 
 class Clock:
@@ -83,6 +88,7 @@ def test_a_saved_file_is_stored_once_it_settles_as_an_ingest_of_the_folder_would
     stored = kb.get_document("ops/disk.md")
     assert stored.origin == str((folder / "ops" / "disk.md").resolve())  # what 'kbseek ingest DIR' records
     assert hits(kb, "logrotate") == ["ops/disk.md"] and versions(kb, "ops/disk.md") == [("added", "watch")]
+    jsonschema.validate(report.to_dict(), schema("watch-change"))
     assert w.poll() is None  # nothing changed: nothing read or written again
     assert [f.status for f in kb.ingest([folder]).files] == ["unchanged"]
 
@@ -273,7 +279,9 @@ def test_a_save_is_searchable_within_the_running_watcher(kb, folder):
         assert [f.path for f in report.files] == ["ops/disk.md"] and hits(kb, "logrotate") == ["ops/disk.md"]
         assert took >= SETTLE  # never read before it settled
         (folder / "ops" / "disk.md").unlink()
-        assert changes.get(timeout=TIMEOUT).deleted == ["ops/disk.md"]
+        gone = changes.get(timeout=TIMEOUT)
+        assert gone.deleted == ["ops/disk.md"]
+        jsonschema.validate(gone.to_dict(), schema("watch-change"))
     finally:
         watching.stop()
 
@@ -313,6 +321,7 @@ def test_the_watch_command_prints_each_change_as_json(tmp_path, folder):
             (folder / "ops" / "disk.md").write_text(DISK, encoding="utf-8")
             assert process.stdout is not None
             line = json.loads(process.stdout.readline())
+            jsonschema.validate(line, schema("watch-change"))
             assert [(f["path"], f["status"]) for f in line["files"]] == [("ops/disk.md", "added")]
         finally:
             process.terminate()
