@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import queue
+import select
 import subprocess
 import sys
 import time
@@ -320,6 +321,7 @@ def test_the_watch_command_prints_each_change_as_json(tmp_path, folder):
         try:
             (folder / "ops" / "disk.md").write_text(DISK, encoding="utf-8")
             assert process.stdout is not None
+            assert select.select([process.stdout], [], [], TIMEOUT)[0], "kbseek watch printed nothing"
             line = json.loads(process.stdout.readline())
             jsonschema.validate(line, schema("watch-change"))
             assert [(f["path"], f["status"]) for f in line["files"]] == [("ops/disk.md", "added")]

@@ -105,8 +105,8 @@ class FolderWatcher:
 
     def poll(self) -> WatchReport | None:
         """Store what settled since the last poll, delete what stayed gone; ``None`` when nothing changed."""
-        now = self.clock()
         files, complete = scan(self.root)
+        now = self.clock()  # after the listing: a signature counts as seen from when the listing ended
         ready: list[str] = []
         for relative, signature in sorted(files.items()):
             seen = self._seen.get(relative)
