@@ -222,6 +222,8 @@ def test_settings_name_sources_and_refuse_bad_ones(tmp_path):
     )
     assert (settings.git_sources[0].name, settings.git_sources[0].every) == ("kb/ops", 3600.0)
     assert settings.describe()["git_sources"][0]["repo"] == "https://deploy:***@git.example.com/team/kb.git"
+    for secret_url in ("https://deploy:pw@git.example.com", "https://x/kb.git?token=pw", "ssh://pw@host:22"):
+        assert "pw" not in Settings(home=tmp_path, git_sources=[{"repo": secret_url}]).git_sources[0].name
     with pytest.raises(ValidationError, match="given twice"):
         Settings(home=tmp_path, git_sources=[{"repo": "/a/kb"}, {"repo": "/b/kb"}])
     with pytest.raises(ValidationError, match="15min"):

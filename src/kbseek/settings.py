@@ -74,10 +74,23 @@ class GitSource(BaseModel):
     @model_validator(mode="after")
     def _named(self) -> GitSource:
         if not self.name:
-            stem = self.repo.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git") or "repo"
-            named = "/".join(p for p in (stem, self.path.strip("/")) if p)
-            object.__setattr__(self, "name", named)
+            named = "/".join(p for p in (repository_stem(self.repo), self.path.strip("/")) if p)
+            object.__setattr__(self, "name", named[:100])
         return self
+
+
+def repository_stem(repo: str) -> str:
+    """A repository's short name for its default source name: never its credentials, query or host's port.
+
+    >>> [repository_stem(r) for r in ("/srv/kb/", "git@host:team/kb.git", "git@host:kb.git", "https://u:pw@host")]
+    ['kb', 'kb', 'kb', 'host']
+    >>> repository_stem("https://host/team/kb.git?token=pw#x"), repository_stem("https://u:pw@host:8443")
+    ('kb', 'host')
+    """
+    last = repo.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if "://" in repo and repo.split("://", 1)[1].split("?", 1)[0].rstrip("/").count("/") == 0:
+        last = last.rsplit("@", 1)[-1].split(":", 1)[0]  # only a host: its name, without userinfo and port
+    return last.rsplit("@", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git") or "repo"
 
 
 class Settings(BaseSettings):
