@@ -19,9 +19,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import jsonschema
 import pytest
 from fastapi.testclient import TestClient
+from serving import running_server
 from support import ROOT, doc
 from typer.testing import CliRunner
 
@@ -328,3 +330,29 @@ def test_the_watch_command_prints_each_change_as_json(tmp_path, folder):
         finally:
             process.terminate()
             assert process.wait(timeout=TIMEOUT) == 0
+
+
+@pytest.mark.slow
+def test_a_real_server_watches_the_folders_of_its_settings(tmp_path, folder):
+    env = os.environ | {
+        "KBSEEK_HOME": str(tmp_path / "home"),
+        "KBSEEK_EMBEDDER": "none",
+        "KBSEEK_WATCH_DIRS": json.dumps([str(folder)]),
+    }
+    log = tmp_path / "serve.log"
+    with running_server(env, log) as base:
+        assert f"watching: {folder}" in log.read_text("utf-8")
+        (folder / "ops" / "oom.md").write_text(OOM, encoding="utf-8")
+
+        def found() -> list[str]:
+            answer = httpx.get(f"{base}/api/search/similar", params={"query": "dmesg"}, timeout=10).json()
+            return [h["path"] for h in answer["hits"]]
+
+        deadline = time.monotonic() + TIMEOUT
+        while not found() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert found() == ["ops/oom.md"]
+        (folder / "ops" / "oom.md").unlink()
+        while found() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert found() == []
