@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from kbseek.errors import NotFoundError
 from kbseek.interfaces.cli.common import err, exit_on_error, load_settings
 from kbseek.maintenance.home import serving
 
@@ -23,6 +25,10 @@ def serve(
     workers_threads: Annotated[
         int, typer.Option("--threads", min=1, max=256, help="Request threads (lookups run in parallel).")
     ] = 40,
+    watch: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="DIR", help="Also watch this folder (repeatable; adds to watch_dirs)."),
+    ] = None,
 ) -> None:
     """Serve the knowledge base: REST API (/docs), MCP (/mcp), /health, /ready and /metrics."""
     # Imported here: the web stack loads only for the server (start-up cost, see common)
@@ -36,6 +42,11 @@ def serve(
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     with exit_on_error(False):
         settings = load_settings()
+        if watch:
+            settings = settings.model_copy(update={"watch_dirs": [*settings.watch_dirs, *watch]})
+        for folder in settings.watch_dirs:
+            if not folder.is_dir():
+                raise NotFoundError(f"cannot watch {folder}: no such folder", hint="--watch takes a folder")
         lock = serving(settings, f"http://{shown}:{port}" if port else None)
     try:
         application = create_app(settings, bind_host=host)
@@ -69,7 +80,9 @@ def serve(
                 err.print(
                     f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
                     f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-                    + f"\n  {application.state.runtime.keys.describe_writes()}",
+                    + f"\n  {application.state.runtime.keys.describe_writes()}"
+                    + "".join(f"\n  watching: {folder}" for folder in settings.watch_dirs)
+                    + "".join(f"\n  git source: {s.name} (POST {base}/api/sync/git)" for s in settings.git_sources),
                     highlight=False,
                 )
             await serving
