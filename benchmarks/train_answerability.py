@@ -153,10 +153,10 @@ def main() -> None:
     if args.recollect or not args.signals.exists():
         args.signals.write_text(json.dumps(collect()))
     rows = json.loads(args.signals.read_text())
-    x = np.array([r["x"] for r in rows], dtype=float)
+    x = np.array([r["x"][: len(FEATURES)] for r in rows], dtype=float)  # a file of an older signal set
     y = np.array([r["label"] for r in rows], dtype=float)
     names = sorted({r["set"] for r in rows})
-    print("leave-one-set-out: answerable refused / written unanswerable refused / held-out-document refused")
+    print("leave-one-set-out: answerable / written unanswerable / held-out-document / off-topic questions refused")
     for held in names:
         train = np.array([r["set"] != held for r in rows])
         model = fit(x[train], y[train])
@@ -167,6 +167,7 @@ def main() -> None:
             ("answerable", test & (y == 1)),
             ("unanswerable", test & (y == 0) & np.array([r["kind"] == "asked" for r in rows])),
             ("held-out", test & (y == 0) & np.array([r["kind"] == "held-out" for r in rows])),
+            ("off-topic", test & (y == 0) & np.array([r["kind"] == "off-topic" for r in rows])),
         ):
             if mask.any():
                 print(f"  {held:20s} {kind:13s} refused {np.mean(p[mask] < cut):.2f} of {int(mask.sum())}")

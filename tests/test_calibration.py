@@ -93,7 +93,7 @@ def test_the_cut_setting_moves_the_gate_of_lookups(tmp_path, monkeypatch):
             kb.close()
     assert probability is not None and 0.0 < probability < 1.0
     assert answers[1.0] == "no_confident_match"  # nothing reaches a cut of 1
-    assert answers[0.0] != "no_confident_match"  # the per-hit thresholds alone: the disk section answers
+    assert answers[0.0] != "no_confident_match"  # a cut of 0 answers: the model judges, the thresholds only label
 
 
 def test_too_few_cases_are_refused_with_the_count_named(tmp_path, monkeypatch):

