@@ -1,0 +1,195 @@
+"""Fits and charts for ``scaling.py report``: how each measured quantity grows with the number of chunks.
+
+A power law ``y = a * n**b`` is fitted by least squares in log-log space; ``b`` is the fitted exponent. Where
+``b`` is near 1, a line through the origin (``a * n``) and ``a * n * ln n`` are fitted too and the one with the
+smaller error in log space names the growth (over 10k-1M, ``n ln n`` looks like ``n**1.07``). A size a store did not
+reach is extrapolated with its power law, and every such number is marked ``(extrap.)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Getter = Callable[[dict[str, Any]], float | None]
+
+
+def fit(points: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """The power law through ``(n, y)`` points, and which growth model fits them best."""
+    points = [(n, y) for n, y in points if y is not None and y > 0]
+    if len(points) < 2:
+        return None
+    n, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
+    b, log_a = np.polyfit(n, y, 1)
+    if b < 0.9:
+        growth = "sublinear"
+    elif b > 1.2:
+        growth = "superlinear"
+    else:
+        errors = {}
+        for name, shape in (("linear", n), ("n log n", n + np.log(n))):
+            offset = float(np.mean(y - shape))
+            errors[name] = float(np.sqrt(np.mean((y - shape - offset) ** 2)))
+        growth = min(errors, key=errors.__getitem__)
+    return {"b": round(float(b), 2), "a": float(math.exp(log_a)), "growth": growth}
+
+
+def predict(model: dict[str, Any], n: float) -> float:
+    return float(model["a"] * n ** model["b"])
+
+
+def series(rows: list[dict[str, Any]], get: Getter) -> list[tuple[float, float]]:
+    out = []
+    for row in rows:
+        try:
+            value = get(row)
+        except (KeyError, TypeError):
+            value = None
+        if value is not None:
+            out.append((float(row["size"]), float(value)))
+    return out
+
+
+def _cell(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "–"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.2f}"
+    return text + unit
+
+
+def quantities(store: str) -> dict[str, Getter]:
+    """What is fitted per store: name -> getter from a result row."""
+    q: dict[str, Getter] = {
+        "lookup p50 ms": lambda r: r[store]["p50_ms"],
+        "lookup p95 ms": lambda r: r[store]["p95_ms"],
+        "dense search p50 ms": lambda r: r[store]["stages_p50_ms"]["dense_search"],
+        "bm25 p50 ms": lambda r: r[store]["stages_p50_ms"]["bm25"],
+        "l0 p50 ms": lambda r: r[store]["stages_p50_ms"]["l0"],
+        "start-up s": lambda r: r[store]["startup_s"],
+        "process RSS after start-up MiB": lambda r: r[store]["rss_mib"]["after_startup"],
+        "process peak RSS MiB": lambda r: r[store]["rss_mib"]["peak"],
+    }
+    for part in ("vector_store", "bm25_postings", "l0_keywords", "chunks", "document_cards", "standby_copy_extra"):
+        q[f"{part} MiB"] = lambda r, part=part: r[store]["structures_mib"].get(part)
+    if store == "milvus":
+        q["server RSS MiB"] = lambda r: r["milvus"]["server_rss_after_lookups_mib"]
+        q["fill vectors/s"] = lambda r: r["milvus"]["fill"]["vectors_per_s"]
+    return q
+
+
+def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]:
+    head = "| quantity | " + " | ".join(f"{s:,}" for s in sizes) + " | exponent b | growth |"
+    lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---|"]
+    for name, get in quantities(store).items():
+        points = series(rows, get)
+        if not points:
+            continue
+        model = fit(points)
+        measured = dict(points)
+        cells = []
+        for size in sizes:
+            row = next((r for r in rows if r["size"] == size), None)
+            near = row and (row.get(store) or {}).get("chunks")
+            if size in measured:
+                cells.append(_cell(measured[size]))
+            elif model is not None:
+                cells.append(_cell(predict(model, near or size)) + " (extrap.)")
+            else:
+                cells.append("–")
+        b = f"{model['b']:.2f}" if model else "–"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {b} | {model['growth'] if model else '–'} |")
+    return lines
+
+
+def ingest_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| target | documents | chunks | write s | index s | total s | chunks/s | database MiB | load before |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        b = r["build"]
+        lines.append(
+            f"| {r['size']:,} | {b['documents']:,} | {b['chunks']:,} | {b['write_s']:.0f} | {b['index_s']:.0f} "
+            f"| {b['ingest_s']:.0f} | {b['chunks_per_s']:,.0f} | {b['database_mib']:,.0f} | {r['load_before']} |"
+        )
+    model = fit([(float(r["build"]["chunks"]), r["build"]["ingest_s"]) for r in rows])
+    if model:
+        lines.append(f"\nIngest time: exponent b = {model['b']:.2f} ({model['growth']}).")
+    return lines
+
+
+def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    panels = [
+        ("scaling-lookup.png", "lookup latency (ms)", ["lookup p50 ms", "lookup p95 ms", "dense search p50 ms"]),
+        ("scaling-startup.png", "start-up (s)", ["start-up s"]),
+        (
+            "scaling-memory.png",
+            "memory (MiB)",
+            ["vector_store MiB", "bm25_postings MiB", "chunks MiB", "l0_keywords MiB", "standby_copy_extra MiB"],
+        ),
+    ]
+    for file_name, ylabel, names in panels:
+        fig, ax = plt.subplots(figsize=(8, 4), dpi=110)
+        for store in ("local", "milvus"):
+            q = quantities(store)
+            for name in names:
+                points = series(rows, q[name])
+                if not points:
+                    continue
+                model = fit(points)
+                label = f"{store}: {name.rsplit(' ', 1)[0]}" + (f" (b={model['b']:.2f})" if model else "")
+                line = ax.plot(*zip(*points), marker="o", label=label)[0]
+                if model and points[-1][0] < 1e6:
+                    ns = [points[-1][0], 1e6]
+                    ax.plot(ns, [predict(model, x) for x in ns], linestyle=":", color=line.get_color())
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("chunks (dotted: extrapolated with the fitted power law)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"kbseek scaling: {ylabel}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.tight_layout()
+        fig.savefig(folder / file_name)
+        plt.close(fig)
+        made.append(file_name)
+    fig, ax = plt.subplots(figsize=(8, 4), dpi=110)
+    builds = [(float(r["build"]["chunks"]), r["build"]["chunks_per_s"]) for r in rows]
+    ax.plot(*zip(*builds), marker="o", label="ingest, in-process store (chunks/s)")
+    fills = series(rows, lambda r: r["milvus"]["fill"]["vectors_per_s"])
+    if fills:
+        ax.plot(*zip(*fills), marker="s", label="cached vectors into Milvus 2.3.5 (vectors/s)")
+    ax.set_xscale("log")
+    ax.set_xlabel("chunks")
+    ax.set_ylabel("per second")
+    ax.set_title("kbseek scaling: ingest rate")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "scaling-ingest.png")
+    plt.close(fig)
+    return [*made, "scaling-ingest.png"]
+
+
+def report(results: Path, folder: Path) -> str:
+    rows = json.loads(results.read_text())
+    sizes = [r["size"] for r in rows]
+    if 1_000_000 not in sizes:
+        sizes.append(1_000_000)
+    out = ["## Ingest", "", *ingest_table(rows), ""]
+    for store in ("local", "milvus"):
+        if any(store in r for r in rows):
+            out += [f"## {store}", "", *table(rows, store, sizes), ""]
+    out += ["Charts: " + ", ".join(charts(rows, folder))]
+    return "\n".join(out)
