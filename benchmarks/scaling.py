@@ -297,9 +297,16 @@ def milvus_steps(data: Path, home: Path, rounds: int) -> dict[str, Any]:
 
 
 def save(path: Path, row: dict[str, Any]) -> None:
-    """Results by size, merged into the JSON file (a later run of one size replaces that size's row)."""
+    """Results by size, merged into the JSON file (a later measurement of a size and store replaces it there and is
+    listed under ``earlier``)."""
     rows = json.loads(path.read_text()) if path.exists() else []
-    rows = [r for r in rows if r["size"] != row["size"]] + [row]
+    old = next((r for r in rows if r["size"] == row["size"]), {})
+    for store in ("local", "milvus"):  # a store measured again: the earlier measurement is kept beside it
+        if store in old and store in row and old[store] != row[store]:
+            earlier = {"store": store, "load_after": old.get(f"load_after_{store}"), **old[store]}
+            old.setdefault("earlier", []).append(earlier)
+    merged = {**old, **row, "earlier": old.get("earlier", [])}
+    rows = [r for r in rows if r["size"] != row["size"]] + [merged]
     path.write_text(json.dumps(sorted(rows, key=lambda r: r["size"]), indent=1, ensure_ascii=False) + "\n")
 
 

@@ -103,19 +103,24 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
                 cells.append("–")
         b = f"{model['b']:.2f}" if model else "–"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {b} | {model['growth'] if model else '–'} |")
+    loads = [
+        next((r.get(f"load_after_{store}", "–") for r in rows if r["size"] == s and store in r), "–") for s in sizes
+    ]
+    lines.append("| load average after (1, 5, 15 min) | " + " | ".join(loads) + " | | |")
     return lines
 
 
 def ingest_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| target | documents | chunks | write s | index s | total s | chunks/s | database MiB | load before |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| target | documents | chunks | write s | index s | total s | chunks/s | database MiB | load before | after |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         b = r["build"]
         lines.append(
             f"| {r['size']:,} | {b['documents']:,} | {b['chunks']:,} | {b['write_s']:.0f} | {b['index_s']:.0f} "
-            f"| {b['ingest_s']:.0f} | {b['chunks_per_s']:,.0f} | {b['database_mib']:,.0f} | {r['load_before']} |"
+            f"| {b['ingest_s']:.0f} | {b['chunks_per_s']:,.0f} | {b['database_mib']:,.0f} | {r['load_before']} "
+            f"| {r.get('load_after_build', '–')} |"
         )
     model = fit([(float(r["build"]["chunks"]), r["build"]["ingest_s"]) for r in rows])
     if model:
@@ -182,6 +187,50 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
     return [*made, "scaling-ingest.png"]
 
 
+COMPONENT_QUANTITIES: dict[str, Getter] = {
+    "BM25 index MiB": lambda r: r["bm25_mib"],
+    "BM25 search top 50 p50 ms": lambda r: r["bm25_search"]["p50_ms"],
+    "BM25 search top 50 p95 ms": lambda r: r["bm25_search"]["p95_ms"],
+    "BM25 build s": lambda r: r["bm25_build_s"],
+    "vector store MiB": lambda r: r["vector_store_mib"],
+    "vector search top 50 p50 ms": lambda r: r["vector_search"]["p50_ms"],
+    "vector search top 50 p95 ms": lambda r: r["vector_search"]["p95_ms"],
+    "vector search, 2 of 8 categories, p50 ms": lambda r: r["vector_search_filtered"]["p50_ms"],
+}
+
+
+def components(rows: list[dict[str, Any]], folder: Path) -> list[str]:
+    """The component benchmark (``scaling_components.py``): a table with fits, and one chart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["size"] for r in rows]
+    lines = ["| quantity | " + " | ".join(f"{s:,}" for s in sizes) + " | exponent b | growth |"]
+    lines.append("|---|" + "---:|" * len(sizes) + "---:|---|")
+    fig, ax = plt.subplots(figsize=(8, 4), dpi=110)
+    for name, get in COMPONENT_QUANTITIES.items():
+        points = series(rows, get)
+        model = fit(points)
+        cells = " | ".join(_cell(v) for _, v in points)
+        lines.append(
+            f"| {name} | {cells} | {model['b']:.2f} | {model['growth']} |" if model else f"| {name} | {cells} |"
+        )
+        if "p95" not in name and "build" not in name:
+            ax.plot(*zip(*points), marker="o", label=name + (f" (b={model['b']:.2f})" if model else ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks")
+    ax.set_title("BM25 index and in-process vector store alone")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(folder / "scaling-components.png")
+    plt.close(fig)
+    return lines
+
+
 def report(results: Path, folder: Path) -> str:
     rows = json.loads(results.read_text())
     sizes = [r["size"] for r in rows]
@@ -191,5 +240,8 @@ def report(results: Path, folder: Path) -> str:
     for store in ("local", "milvus"):
         if any(store in r for r in rows):
             out += [f"## {store}", "", *table(rows, store, sizes), ""]
+    parts = results.with_name("scaling-components.json")
+    if parts.exists():
+        out += ["## Components", "", *components(json.loads(parts.read_text()), folder), ""]
     out += ["Charts: " + ", ".join(charts(rows, folder))]
     return "\n".join(out)
