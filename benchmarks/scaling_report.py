@@ -39,6 +39,12 @@ def fit(points: list[tuple[float, float]]) -> dict[str, Any] | None:
     return {"b": round(float(b), 2), "a": float(math.exp(log_a)), "growth": growth}
 
 
+def line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares ``y = slope * n + intercept``: memory is a fixed base plus a cost per chunk (MiB per chunk)."""
+    slope, intercept = np.polyfit([p[0] for p in points], [p[1] for p in points], 1)
+    return float(slope), float(intercept)
+
+
 def predict(model: dict[str, Any], n: float) -> float:
     return float(model["a"] * n ** model["b"])
 
@@ -82,9 +88,19 @@ def quantities(store: str) -> dict[str, Getter]:
     return q
 
 
+def is_timing(name: str) -> bool:
+    return name.endswith((" ms", " s", "/s"))
+
+
+def comparable_loads(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> bool:
+    """Whether the 1-minute load averages after the measurements of ``sizes`` are within a factor of 2."""
+    loads = [float(str(r.get(f"load_after_{store}", "0")).split()[0]) for r in rows if r["size"] in sizes]
+    return bool(loads) and max(loads) <= 2 * max(min(loads), 0.5)
+
+
 def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]:
-    head = "| quantity | " + " | ".join(f"{s:,}" for s in sizes) + " | exponent b | growth |"
-    lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---|"]
+    head = "| quantity | " + " | ".join(f"{s:,}" for s in sizes) + " | exponent b | growth | KB per chunk (line) |"
+    lines = [head, "|---|" + "---:|" * len(sizes) + "---:|---|---:|"]
     for name, get in quantities(store).items():
         points = series(rows, get)
         if not points:
@@ -97,16 +113,24 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
             near = row and (row.get(store) or {}).get("chunks")
             if size in measured:
                 cells.append(_cell(measured[size]))
+            elif model is not None and name.endswith("MiB"):
+                slope, intercept = line(points)
+                cells.append(_cell(intercept + slope * (near or size)) + " (extrap.)")
             elif model is not None:
                 cells.append(_cell(predict(model, near or size)) + " (extrap.)")
             else:
                 cells.append("–")
         b = f"{model['b']:.2f}" if model else "–"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {b} | {model['growth'] if model else '–'} |")
+        growth = model["growth"] if model else "–"
+        if model and is_timing(name) and not comparable_loads(rows, store, [int(n) for n, _ in points]):
+            b, growth = f"({b})", "not comparable: measured under different loads"
+            cells = [c if "extrap." not in c else "–" for c in cells]
+        per_chunk = f"{line(points)[0] * 1024:.2f}" if name.endswith("MiB") and len(points) > 1 else ""
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {b} | {growth} | {per_chunk} |")
     loads = [
         next((r.get(f"load_after_{store}", "–") for r in rows if r["size"] == s and store in r), "–") for s in sizes
     ]
-    lines.append("| load average after (1, 5, 15 min) | " + " | ".join(loads) + " | | |")
+    lines.append("| load average after (1, 5, 15 min) | " + " | ".join(loads) + " | | | |")
     return lines
 
 
@@ -123,8 +147,11 @@ def ingest_table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r.get('load_after_build', '–')} |"
         )
     model = fit([(float(r["build"]["chunks"]), r["build"]["ingest_s"]) for r in rows])
-    if model:
+    loads = [float(r.get("load_after_build", "0").split()[0]) for r in rows]
+    if model and max(loads) <= 2 * max(min(loads), 0.5):
         lines.append(f"\nIngest time: exponent b = {model['b']:.2f} ({model['growth']}).")
+    elif model:
+        lines.append(f"\nIngest time: no fit (exponent {model['b']:.2f} across loads {min(loads)}-{max(loads)}).")
     return lines
 
 
