@@ -83,7 +83,9 @@ def quantities(store: str) -> dict[str, Getter]:
     for part in ("vector_store", "bm25_postings", "l0_keywords", "chunks", "document_cards", "standby_copy_extra"):
         q[f"{part} MiB"] = lambda r, part=part: r[store]["structures_mib"].get(part)
     if store == "milvus":
-        q["server RSS MiB"] = lambda r: r["milvus"]["server_rss_after_lookups_mib"]
+        q["server RSS after fill MiB"] = lambda r: r["milvus"]["server_rss_after_fill_mib"]
+        q["server RSS after lookups MiB"] = lambda r: r["milvus"]["server_rss_after_lookups_mib"]
+        q["server disk MiB"] = lambda r: r["milvus"]["server_disk_mib"]
         q["fill vectors/s"] = lambda r: r["milvus"]["fill"]["vectors_per_s"]
     return q
 
@@ -113,6 +115,8 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
             near = row and (row.get(store) or {}).get("chunks")
             if size in measured:
                 cells.append(_cell(measured[size]))
+            elif name.startswith("server RSS"):  # a Go heap and its caches: no per-vector line (see docs/scaling.md)
+                cells.append("–")
             elif model is not None and name.endswith("MiB"):
                 slope, intercept = line(points)
                 cells.append(_cell(intercept + slope * (near or size)) + " (extrap.)")
@@ -162,34 +166,42 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     made = []
+    both = ("local", "milvus")
     panels = [
-        ("scaling-lookup.png", "lookup latency (ms)", ["lookup p50 ms", "lookup p95 ms", "dense search p50 ms"]),
-        ("scaling-startup.png", "start-up (s)", ["start-up s"]),
+        (
+            "scaling-lookup.png",
+            "lookup latency (ms): 10k on a quiet machine, 100k under load 8-11",
+            [(st, n) for st in both for n in ("lookup p50 ms", "lookup p95 ms", "dense search p50 ms", "bm25 p50 ms")],
+        ),
+        ("scaling-startup.png", "start-up (s): 10k quiet, 100k under load 8-11", [(st, "start-up s") for st in both]),
         (
             "scaling-memory.png",
             "memory (MiB)",
-            ["vector_store MiB", "bm25_postings MiB", "chunks MiB", "l0_keywords MiB", "standby_copy_extra MiB"],
+            [
+                ("local", f"{part} MiB")
+                for part in ("vector_store", "bm25_postings", "chunks", "l0_keywords", "standby_copy_extra")
+            ]
+            + [("local", "process RSS after start-up MiB"), ("milvus", "server RSS after fill MiB")],
         ),
     ]
     for file_name, ylabel, names in panels:
         fig, ax = plt.subplots(figsize=(8, 4), dpi=110)
-        for store in ("local", "milvus"):
-            q = quantities(store)
-            for name in names:
-                points = series(rows, q[name])
-                if not points:
-                    continue
-                model = fit(points)
-                label = f"{store}: {name.rsplit(' ', 1)[0]}" + (f" (b={model['b']:.2f})" if model else "")
-                line = ax.plot(*zip(*points), marker="o", label=label)[0]
-                if model and points[-1][0] < 1e6:
-                    ns = [points[-1][0], 1e6]
-                    ax.plot(ns, [predict(model, x) for x in ns], linestyle=":", color=line.get_color())
+        for store, name in names:
+            points = series(rows, quantities(store)[name])
+            if not points:
+                continue
+            model = fit(points)
+            label = f"{store}: {name.rsplit(' ', 1)[0]}" + (f" (b={model['b']:.2f})" if model else "")
+            drawn = ax.plot(*zip(*points), marker="o", label=label)[0]
+            if model and points[-1][0] < 1e6 and name.endswith("MiB") and not name.startswith("server"):
+                slope, intercept = line(points)
+                ns = [points[-1][0], 1e6]
+                ax.plot(ns, [intercept + slope * x for x in ns], linestyle=":", color=drawn.get_color())
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("chunks (dotted: extrapolated with the fitted power law)")
+        ax.set_xlabel("chunks (dotted: memory extrapolated along the fitted line)")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"kbseek scaling: {ylabel}")
+        ax.set_title(f"kbseek scaling: {ylabel}", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
