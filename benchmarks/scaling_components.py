@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def one_size(home: Path, size: int) -> dict[str, Any]:
         lambda v: store.search(v, top_k=DEPTH, categories=["c1", "c2"]), query_vectors
     )
     out["rss_end_mib"] = round(rss_mib(), 1)
+    out["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return out
 
 
