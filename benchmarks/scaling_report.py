@@ -170,10 +170,14 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
     panels = [
         (
             "scaling-lookup.png",
-            "lookup latency (ms): 10k on a quiet machine, 100k under load 8-11",
+            "lookup latency (ms): 10k on a quiet machine, 100k under load 8-11 (not comparable)",
             [(st, n) for st in both for n in ("lookup p50 ms", "lookup p95 ms", "dense search p50 ms", "bm25 p50 ms")],
         ),
-        ("scaling-startup.png", "start-up (s): 10k quiet, 100k under load 8-11", [(st, "start-up s") for st in both]),
+        (
+            "scaling-startup.png",
+            "start-up (s): 10k quiet, 100k under load 8-11 (not comparable)",
+            [(st, "start-up s") for st in both],
+        ),
         (
             "scaling-memory.png",
             "memory (MiB)",
@@ -191,7 +195,9 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
             if not points:
                 continue
             model = fit(points)
-            label = f"{store}: {name.rsplit(' ', 1)[0]}" + (f" (b={model['b']:.2f})" if model else "")
+            label = f"{store}: {name.rsplit(' ', 1)[0]}"
+            if model and not is_timing(name):
+                label += f" (b={model['b']:.2f})"
             drawn = ax.plot(*zip(*points), marker="o", label=label)[0]
             if model and points[-1][0] < 1e6 and name.endswith("MiB") and not name.startswith("server"):
                 slope, intercept = line(points)
@@ -200,8 +206,11 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("chunks (dotted: memory extrapolated along the fitted line)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"kbseek scaling: {ylabel}", fontsize=10)
+        ax.set_ylabel(
+            ylabel.split(":")[0].split(" (")[0]
+            + (" (ms)" if "(ms)" in ylabel else " (s)" if "(s)" in ylabel else " (MiB)")
+        )
+        ax.set_title(f"kbseek scaling: {ylabel}", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
@@ -260,11 +269,12 @@ def components(rows: list[dict[str, Any]], folder: Path) -> list[str]:
                 f"| {name} | {cells} | {model['b']:.2f} | {model['growth']} |" if model else f"| {name} | {cells} |"
             )
         if "p95" not in name and "build" not in name:
-            ax.plot(*zip(*points), marker="o", label=name + (f" (b={model['b']:.2f})" if model else ""))
+            shown = f" (b={model['b']:.2f})" if model and not is_timing(name) else ""
+            ax.plot(*zip(*points), marker="o", label=name + shown)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("chunks")
-    ax.set_title("BM25 index and in-process vector store alone")
+    ax.set_title("BM25 index and in-process vector store alone (timings: loads 6-15, not comparable)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
