@@ -115,9 +115,9 @@ def test_noise_from_another_machine_passes_the_gate_though_rankings_differ(recor
         ("hybrid", {"weight_dense": 0.0}, "ndcg@10"),  # the dense lane lost
         (
             "answer:hybrid",
-            {"similarity_high": 0.9, "similarity_low": 0.9},
+            {"answerability_cut": 0.5},
             "answerable cases refused",
-        ),  # a stricter gate
+        ),  # a stricter gate (the model judges the question; the per-hit thresholds only label)
     ],
 )
 def test_a_worse_configuration_fails_the_gate(recorded, policy, overrides, failing):
