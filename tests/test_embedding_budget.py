@@ -156,3 +156,14 @@ def test_the_document_thread_is_lower_priority_with_capped_model_threads(tmp_pat
     assert (name, nice, threads) == ("kbseek-embed-documents", caller_nice + 5, 1)
     assert model.passage(["超时"]).shape == (1, 384)  # the model still answers in the caller's thread
     assert (max_threads(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())) == (caller_threads, caller_nice)
+
+
+def test_a_folder_that_cannot_be_used_leaves_the_turns_in_the_process(tmp_path, caplog):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    turns = HostTurns(blocked)
+    with turns.query():  # a lookup does not fail for want of a lock file
+        assert turns.queries_running()
+    budget = DocumentBudget(turns, threads=1, nice=0)
+    assert budget.embed(["a"], lambda batch: [[1] for _ in batch]) == [[1]]
+    assert "cannot use" in caplog.text and str(blocked) in caplog.text

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import queue
 import tempfile
@@ -38,6 +39,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+log = logging.getLogger("kbseek")
 POLL_S = 0.005  # a document slice looks again this often while queries run (flock has no wait with timeout)
 YIELD_S = 2.0  # a document slice waits at most this long for a gap between queries
 
@@ -81,12 +83,24 @@ class HostTurns:
         self._queries = 0  # queries of this process holding the shared turn
         self._query_fd: int | None = None
         self._documents = threading.Lock()  # this process's document turn (one thread at a time)
+        self._broken = False  # the folder could not be used: turns in this process only
 
     def _open(self, name: str) -> int | None:
-        if fcntl is None:
+        """A descriptor of the turn file ``name``; ``None`` (turns in this process only) without ``flock`` or
+        when the folder cannot be written: a lookup must not fail for want of a lock file."""
+        if fcntl is None or self._broken:
             return None
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            self._broken = True
+            log.warning(
+                "embedding turns: cannot use %s (%s); document embedding takes turns within this process only",
+                self.folder,
+                exc.strerror,
+            )
+            return None
 
     @contextlib.contextmanager
     def query(self) -> Iterator[None]:
