@@ -146,7 +146,8 @@ def test_the_document_thread_is_lower_priority_with_capped_model_threads(tmp_pat
     max_threads = model._lib.omp_get_max_threads
     max_threads.restype = ctypes.c_int
     caller_threads, caller_nice = max_threads(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    budget = DocumentBudget(HostTurns(tmp_path), threads=1, nice=caller_nice + 5, cap_threads=omp_thread_cap(model._lib))
+    cap = omp_thread_cap(model._lib)
+    budget = DocumentBudget(HostTurns(tmp_path), threads=1, nice=caller_nice + 5, cap_threads=cap)
 
     def encode(batch: list[str]) -> list:
         tid = threading.get_native_id()

@@ -12,10 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kbseek.errors import HomeInUse
-from kbseek.home.ownership import HomeLock, Owner, busy_message, owner_of
+from kbseek.home.ownership import WORKER_OF, HomeLock, Owner, busy_message, owner_of
 from kbseek.settings import Settings
 
-__all__ = ["holding", "owner_of", "refusal", "serving", "workers_refusal"]  # owner_of: who holds a home, for the readers beside it
+# owner_of: who holds a home, for the readers beside it; WORKER_OF: how a serving worker is known as the owner's
+__all__ = ["WORKER_OF", "holding", "owner_of", "refusal", "serving", "workers_refusal"]
 
 
 @contextmanager

@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kbseek.errors import ConfigError
-from kbseek.home.ownership import WORKER_OF
 from kbseek.interfaces.cli.common import err, exit_on_error, load_settings
-from kbseek.maintenance.home import serving, workers_refusal
+from kbseek.maintenance.home import WORKER_OF, serving, workers_refusal
 
 if TYPE_CHECKING:
     from kbseek.settings import Settings
@@ -112,10 +111,11 @@ def serve(
 
 def serve_workers(settings: Settings, host: str, shown: str, port: int, workers: int, threads: int, lock: Any) -> None:
     """Run ``workers`` processes of :func:`worker_app` on one socket until SIGTERM or Ctrl-C."""
+    # the web stack and the schema tools load only for the command that serves
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from kbseek.maintenance.schema import upgrade
+    from kbseek.maintenance.schema import upgrade  # the migration stack: only for this command
 
     with exit_on_error(False):
         upgrade(settings)  # once, before the workers: two first starts would race on an empty database
@@ -153,10 +153,11 @@ def serve_workers(settings: Settings, host: str, shown: str, port: int, workers:
 def worker_app() -> Any:
     """The app of one ``--workers`` process, from the settings its supervisor left in the environment; every
     response says which worker answered (``X-Kbseek-Worker: <pid>``, to match it with that worker's log)."""
+    # imported in the worker process only: the supervisor never loads the web stack or the model
     import anyio.to_thread
 
-    from kbseek.interfaces.http.app import create_app
-    from kbseek.settings import Settings
+    from kbseek.interfaces.http.app import create_app  # the web stack: in the worker only
+    from kbseek.settings import Settings  # (the supervisor's copy is not passed: the environment is)
 
     application = create_app(Settings(), bind_host=os.environ.get(BIND_HOST))
     inner = application.router.lifespan_context
