@@ -99,7 +99,7 @@ class Settings(BaseSettings):
         description="Model threads document embedding may use (bundled models); 0 = half the cores, at least one",
     )
     embed_document_nice: int = Field(
-        default=10,
+        default=19,
         ge=0,
         le=19,
         description="CPU priority (nice) of document embedding: lookups get the cores first; 0 = no lower",

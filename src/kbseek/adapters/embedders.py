@@ -55,7 +55,7 @@ class Budget:
     ``embedding_lock_dir``; ``kbseek.adapters.embedding_budget``)."""
 
     threads: int = 0  # 0: half the cores, at least one
-    nice: int = 10
+    nice: int = 19
     lock_dir: str = ""  # empty: the host's default folder
 
 
