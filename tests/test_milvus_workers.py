@@ -37,10 +37,13 @@ def serve(home: Path, url: str, milvus_uri: str, *args: str) -> tuple[subprocess
 
 
 def empty_state(engine, milvus_uri: str) -> None:
-    """This test's own database and Milvus state (the session shares both)."""
+    """This test's own database and Milvus state (the session shares both), the embedding cache empty too: a
+    vector another test made is not made again, and the count of vectors made is part of what is tested."""
     with engine.begin() as conn:
         if conn.execute(text("SELECT to_regclass('documents')")).scalar():
-            conn.execute(text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit CASCADE"))
+            conn.execute(
+                text("TRUNCATE documents, kb_state, lookup_sessions, tool_invocations, write_audit, embeddings CASCADE")
+            )
     from pymilvus import MilvusClient  # the test extra's client, to empty the server
 
     client = MilvusClient(uri=milvus_uri, dedicated=True)
