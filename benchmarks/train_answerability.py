@@ -36,7 +36,27 @@ def sets() -> list[tuple[str, object]]:
         ("golden-dev", load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")),
         ("superbizagent-dev", load_dataset(DATA / "superbizagent-runbooks", split="dev")),
         ("prometheus", load_dataset(DATA / "prometheus-operator-runbooks")),
+        ("superbizagent-written-dev", load_cases(ROOT / "examples" / "eval" / "superbizagent-dev.json", split="dev")),
     ]
+
+
+OFF_TOPIC = 30  # questions of each off-topic bank asked of every knowledge base
+# (bank, queries file, knowledge bases it is off-topic for): none of these sets' questions is answered by those
+BANKS = (
+    ("cmrc-trial", "cmrc2018-retrieval-zh/queries-trial.jsonl", ("golden-dev", "superbizagent-dev", "prometheus")),
+    ("scifact-train", "beir-scifact/queries-train.jsonl", ("golden-dev", "superbizagent-dev", "prometheus")),
+    ("tidb-dev", "tidb-faq-zh-dev/queries.jsonl", ("superbizagent-dev", "prometheus")),
+)
+
+
+def off_topic(set_name: str) -> list[tuple[str, str]]:
+    """(bank, question) pairs asked of ``set_name``'s knowledge base as off-topic negatives."""
+    out = []
+    for bank, path, targets in BANKS:
+        if set_name in targets:
+            lines = (DATA / path).read_text(encoding="utf-8").splitlines()[:OFF_TOPIC]
+            out.extend((bank, json.loads(line)["text"]) for line in lines)
+    return out
 
 
 def collect() -> list[dict]:
@@ -77,6 +97,14 @@ def collect() -> list[dict]:
                     if rest:
                         s = question_signals(indexes, text, rest, _without(hint, hits, rest), ref)
                         rows.append({"set": name, "id": query.id, "label": 0, "x": s.vector(), "kind": "held-out"})
+            for bank, text in off_topic(name):
+                seen.clear()
+                kb.lookup_tool({"query": text, "policy": "hybrid"})
+                indexes, asked, hits, hint, ref = seen[0]
+                s = question_signals(indexes, asked, hits, hint, ref)
+                rows.append(
+                    {"set": name, "id": f"{bank}:{text[:40]}", "label": 0, "x": s.vector(), "kind": "off-topic"}
+                )
         finally:
             kb.close()
         print(f"{name}: {sum(r['set'] == name for r in rows)} rows", file=sys.stderr)
@@ -125,10 +153,10 @@ def main() -> None:
     if args.recollect or not args.signals.exists():
         args.signals.write_text(json.dumps(collect()))
     rows = json.loads(args.signals.read_text())
-    x = np.array([r["x"] for r in rows], dtype=float)
+    x = np.array([r["x"][: len(FEATURES)] for r in rows], dtype=float)  # a file of an older signal set
     y = np.array([r["label"] for r in rows], dtype=float)
     names = sorted({r["set"] for r in rows})
-    print("leave-one-set-out: answerable refused / written unanswerable refused / held-out-document refused")
+    print("leave-one-set-out: answerable / written unanswerable / held-out-document / off-topic questions refused")
     for held in names:
         train = np.array([r["set"] != held for r in rows])
         model = fit(x[train], y[train])
@@ -139,6 +167,7 @@ def main() -> None:
             ("answerable", test & (y == 1)),
             ("unanswerable", test & (y == 0) & np.array([r["kind"] == "asked" for r in rows])),
             ("held-out", test & (y == 0) & np.array([r["kind"] == "held-out" for r in rows])),
+            ("off-topic", test & (y == 0) & np.array([r["kind"] == "off-topic" for r in rows])),
         ):
             if mask.any():
                 print(f"  {held:20s} {kind:13s} refused {np.mean(p[mask] < cut):.2f} of {int(mask.sum())}")

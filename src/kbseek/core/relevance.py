@@ -65,12 +65,18 @@ FIELDS = ("similarity_high", "similarity_low", "coverage_high", "coverage_low", 
 
 
 def thresholds_for(
-    model_id: str | None, overrides: dict[str, float] | None = None, *, answerability: bool = True
+    model_id: str | None,
+    overrides: dict[str, float] | None = None,
+    *,
+    answerability: bool = True,
+    cut: float | None = None,
 ) -> Thresholds:
     """The calibrated thresholds of ``model_id`` (coverage-only when unknown), with setting overrides, and the
-    model's fitted answerability gate unless ``answerability`` is off."""
+    model's fitted answerability gate unless ``answerability`` is off (``cut``: a knowledge base's own cut for it)."""
     base = CALIBRATED.get(model_id or "", LEXICAL_ONLY)
     model = model_for(model_id) if answerability else None
+    if model is not None and cut is not None:
+        model = replace(model, cut=cut)
     if not overrides:
         return base if model is None else replace(base, answerability=model)
     values = {name: getattr(base, name) for name in FIELDS} | overrides

@@ -43,12 +43,18 @@ QUERY_TIME_SETTINGS = frozenset(
         "weight_bm25",
         "weight_dense",
         "weight_l0",
+        "weight_headings",
+        "weight_dense_clauses",
+        "weight_section",
+        "weight_clauses",
         "lane_depth",
         "answer_budget_chars",
         "answer_per_document",
         "source_url_template",
         "query_rewrite",
         "slow_lookup_ms",
+        "answerability_model",
+        "answerability_cut",
         *THRESHOLD_FIELDS,
     }
 )

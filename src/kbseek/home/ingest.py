@@ -96,7 +96,7 @@ def plan_ingest(inputs: list[Path]) -> Plan:
             for folder, dirs, files in os.walk(root, onerror=errors.append):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
-                    if name.startswith(".") or not name.lower().endswith(MARKDOWN_SUFFIXES):
+                    if not watched_name(name):
                         continue
                     file = Path(folder, name)
                     plan.files.append(PlannedFile(file, file.relative_to(root).as_posix(), root))
@@ -109,3 +109,14 @@ def plan_ingest(inputs: list[Path]) -> Plan:
         else:
             plan.missing.append(str(raw))
     return plan
+
+
+def watched_name(name: str) -> bool:
+    """Whether a file of a folder is one of its documents: Markdown, not hidden. Editors' swap, backup and probe
+    files are not (``.foo.md.swp``, ``.#foo.md``, ``#foo.md#``, ``foo.md~``, ``4913``).
+
+    >>> names = ("a.md", "B.MARKDOWN", ".a.md.swp", ".#a.md", "#a.md#", "a.md~", "4913", ".a.md", "a.md.tmp")
+    >>> [n for n in names if watched_name(n)]
+    ['a.md', 'B.MARKDOWN']
+    """
+    return not name.startswith((".", "#", "~")) and name.lower().endswith(MARKDOWN_SUFFIXES)

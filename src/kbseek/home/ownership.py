@@ -60,6 +60,8 @@ THROUGH_SERVER = {
     "ingest": "upload through it (POST {url}/api/documents, or the console at {url}/)",
     "docs delete": "delete through it (DELETE {url}/api/documents/PATH)",
     "reindex": "reindex through it (POST {url}/api/reindex)",
+    "watch": "restart it with 'kbseek serve --watch DIR' (or watch_dirs in kbseek.toml) to watch while serving",
+    "sync git": "sync a source of its git_sources setting through it (POST {url}/api/sync/git)",
     "doctor --fix": "repair through it (POST {url}/api/reindex rewrites originals, indexes and vectors)",
 }
 

@@ -163,6 +163,19 @@ class DocumentWriter:
             self._rejected(path, str(exc), len(data))
         return report
 
+    def store_watched(
+        self, data: bytes, path: str, *, source: str, known: dict[str, tuple[str, str | None]]
+    ) -> FileReport:
+        """Store a file a folder watcher read whole (``home.watch``) as a folder ingest would (``via=watch``);
+        unchanged content (``known``: the stored hashes and origins) is not written again."""
+        report = FileReport(source=source, status="failed", path=path)
+        try:
+            self._store_if_changed(data, path, None, source, known, report, via="watch")
+        except KbseekError as exc:
+            report.reason, report.error_code = str(exc), exc.code
+            self._rejected(path, str(exc), len(data))
+        return report
+
     def delete(self, path: str, *, via: str = "delete", detail: str | None = None) -> None:
         """Remove a document: its rows, then its stored original (both while holding the path)."""
         with self.writes.writing(path):

@@ -115,10 +115,10 @@ def levelled(
 ) -> list[Candidate]:
     """Each hit with its relevance level, in fused order.
 
-    The gate judges the *question*: it is answered when some hit passes the thresholds and, with a fitted
-    answerability model (``core.answerability``), when its probability also reaches the model's cut. A refused
-    question returns nothing. An answered one keeps every hit, hits below the thresholds as ``REFERENCE``: related,
-    not confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
+    The gate judges the *question*: with a fitted answerability model (``core.answerability``) it is answered when
+    the model's probability reaches the cut; without one, when some hit passes the thresholds. A refused question
+    returns nothing. An answered one keeps every hit, hits below the thresholds as ``REFERENCE``: related, not
+    confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
     far less of the query or scores far below the top hit, is ``REFERENCE`` too (``core.answerability``). The query
     is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's labels and values would otherwise
     dilute the coverage). The answer then reads them strongest level first, the fused rank within a level
@@ -134,14 +134,14 @@ def levelled(
     for hit, sim in zip(hits, sims):
         gap = sim - reference if sim is not None and reference is not None else 0.0
         levels.append(level(sim, gap, coverage[hit.chunk.id], l0.get(hit.chunk.document_id, "none"), t))
-    if all(lvl is None for lvl in levels):
-        return []
     if t.answerability is not None:
-        # the model refuses near-topic questions the per-hit thresholds let through; it was fitted on near-topic
-        # negatives only, so it never answers what the thresholds refuse (an off-topic question)
+        # the model judges the question (it was fitted on near-topic and off-topic negatives alike); the per-hit
+        # thresholds only label. As a second gate they refused half the answerable paraphrases (docs/evaluation.md)
         found = question_signals(indexes, query, hits, hint, reference)
         if t.answerability.probability(found) < t.answerability.cut:
             return []
+    elif all(lvl is None for lvl in levels):
+        return []
     relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits])
     strong_ok = [a and b for a, b in zip(identifier_mask(names, texts), relative)]
     return [

@@ -25,7 +25,15 @@ def fusion_config(settings: Settings) -> FusionConfig:
         rrf_k=settings.rrf_k,
         lane_depth=settings.lane_depth,
         method=settings.fusion,
-        weights={"bm25": settings.weight_bm25, "dense": settings.weight_dense, "l0": settings.weight_l0},
+        weights={
+            "bm25": settings.weight_bm25,
+            "dense": settings.weight_dense,
+            "l0": settings.weight_l0,
+            "headings": settings.weight_headings,
+            "dense_clauses": settings.weight_dense_clauses,
+            "section": settings.weight_section,
+            "clauses": settings.weight_clauses,
+        },
     )
 
 
@@ -43,6 +51,7 @@ class LookupConfig:
     slow_lookup_ms: float = 1000.0
     threshold_overrides: dict[str, float] = field(default_factory=dict)  # over the embedder's calibration
     answerability_model: bool = True  # the embedder's fitted question-level gate, where it has one
+    answerability_cut: float | None = None  # this knowledge base's calibrated cut for it (None: the model's own)
     review_every_default: int | None = 365  # days before a document with no review_every is stale; None: never
 
     @classmethod
@@ -57,6 +66,7 @@ class LookupConfig:
             query_rewrite=settings.query_rewrite,
             slow_lookup_ms=settings.slow_lookup_ms,
             answerability_model=settings.answerability_model,
+            answerability_cut=settings.answerability_cut,
             review_every_default=parse_period(settings.review_every_default),
             threshold_overrides={
                 name: getattr(settings, name) for name in THRESHOLD_FIELDS if getattr(settings, name) is not None
@@ -65,4 +75,6 @@ class LookupConfig:
 
     def thresholds_for(self, model_id: str | None) -> Thresholds:
         """The relevance thresholds for cosines of ``model_id`` (``None``: no dense lane), with the overrides."""
-        return thresholds_for(model_id, self.threshold_overrides, answerability=self.answerability_model)
+        return thresholds_for(
+            model_id, self.threshold_overrides, answerability=self.answerability_model, cut=self.answerability_cut
+        )

@@ -30,6 +30,7 @@ from kbseek.lookup.answering import (
     given,
     levelled,
     place,
+    question_signals,
     recall_depth,
 )
 from kbseek.lookup.config import LookupConfig
@@ -136,6 +137,19 @@ class LookupTool:
     def thresholds(self) -> Thresholds:
         """The relevance thresholds for the recall's embedding model, with the configured overrides."""
         return self.config.thresholds_for(self.recall.embedder_id)
+
+    def answerability(self, query: str) -> float | None:
+        """The gate's probability that the knowledge base answers ``query``, read off a default hybrid recall as
+        the gate reads it (``None`` without a fitted model): what ``kbseek eval calibrate`` places its cut on."""
+        model = self.thresholds().answerability
+        if model is None:
+            return None
+        result = self.recall(
+            query.strip(), top_k=recall_depth(5), policy="hybrid", category=None, only=None, config=self.config
+        )
+        hint = result.hint if result.hint is not None else KeywordHint(result.query)
+        found = question_signals(self.indexes, query, list(result.hits), hint, result.reference_similarity)
+        return model.probability(found)
 
     def __call__(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
         """Answer, and record the call (a failed one too); recording never fails the answer."""

@@ -88,6 +88,12 @@ def workers_refusal(settings: Settings, workers: int) -> str | None:
             "file, so the workers' uploads, invocation records and sessions would queue on its lock and fail with "
             "'database is locked' under load; serve a SQLite home with one process (--workers 1)"
         )
+    if settings.watch_dirs or settings.git_sources:
+        what = "watch_dirs (--watch)" if settings.watch_dirs else "git_sources"
+        return (
+            f"{asked} with {what}: every worker would watch or sync the same sources on its own and ingest each "
+            "change once per worker; watching and Git sync run in a server of one process (--workers 1)"
+        )
     if settings.embedder == "none":
         return None
     if settings.vector_store == "local":

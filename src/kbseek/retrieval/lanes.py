@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kbseek.core.clauses import clauses
 from kbseek.core.fusion import l0_lane
 from kbseek.core.keywords import KeywordHint
@@ -19,7 +21,7 @@ from kbseek.core.relevance import GAP_RANK
 from kbseek.core.section_roles import heading_roles, query_roles
 from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.vectors import DOCUMENT_PREFIX
+from kbseek.retrieval.vectors import DOCUMENT_PREFIX, DenseIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class LaneResult:
     recorded: list[tuple[str, float]] | None = None
     reference: float | None = None
     ran: bool = True  # False: the lane could not run (its notes say why) and takes no part in fusion
+    query_vector: Any = None  # the dense lane's query embedding, for lanes that compare it with other vectors
 
 
 LaneFunction = Callable[[Indexes, LaneQuery], "LaneResult | None"]
@@ -118,6 +121,7 @@ def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
         notes,
         recorded=[(h.chunk_id, h.similarity) for h in hits[: q.depth]],
         reference=reference,
+        query_vector=result.vector,
     )
 
 
@@ -172,6 +176,55 @@ def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     return LaneResult("section", ids, scores, {"section_lane": _ms(started)})
 
 
+def heading_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """Sections whose heading path means what the question asks: the query's embedding against each pooled
+    section's breadcrumb alone, so a heading is not diluted by the body under it."""
+    earlier = next((r for r in q.earlier if r.name == "dense" and r.query_vector is not None), None)
+    dense = indexes.dense
+    if earlier is None or not isinstance(dense, DenseIndex):
+        return None
+    pool = _pool(indexes, q)
+    if not pool:
+        return None
+    started = time.perf_counter()
+    texts = {cid: indexes.chunks[cid].breadcrumb or indexes.chunks[cid].title for cid in pool}
+    vectors = dense.text_vectors(set(texts.values()))
+    query = np.asarray(earlier.query_vector, dtype=np.float32)
+    query = query / (np.linalg.norm(query) or 1.0)
+    scores = {cid: round(float(vectors[text] @ query), 6) for cid, text in texts.items()}
+    ids = sorted(scores, key=lambda c: -scores[c])[: q.depth]
+    return LaneResult("headings", ids, {c: scores[c] for c in ids}, {"heading_lane": _ms(started)})
+
+
+def dense_clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """A question of several parts, by meaning: each part embedded on its own and compared with the sections of
+    the documents the whole question points to, interleaved so each part's best section comes first."""
+    parts = clauses(q.query)
+    dense = indexes.dense
+    if len(parts) < 2 or not isinstance(dense, DenseIndex):
+        return None
+    pool = _pool(indexes, q, documents_only=True)
+    if not pool:
+        return None
+    started = time.perf_counter()
+    vectors = dense.chunk_vectors([indexes.chunks[c] for c in pool])
+    queries = dense.embedder.embed_queries(parts)
+    matrix = np.stack([vectors[c] for c in pool])
+    rankings = []
+    for vector in queries:
+        unit = np.asarray(vector, dtype=np.float32) / (float(np.linalg.norm(vector)) or 1.0)
+        sims = matrix @ unit
+        rankings.append([pool[i] for i in np.argsort(-sims, kind="stable")])
+    ids: list[str] = []
+    scores: dict[str, float] = {}
+    for position in range(max(len(r) for r in rankings)):
+        for ranking in rankings:
+            if position < len(ranking) and ranking[position] not in scores:
+                ids.append(ranking[position])
+                scores[ranking[position]] = round(1.0 / (position + 1), 6)
+    return LaneResult("dense_clauses", ids, scores, {"dense_clause_lane": _ms(started)})
+
+
 def clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     """A question of several parts: BM25 per part, interleaved so each part's best sections come first."""
     parts = clauses(q.query)
@@ -198,9 +251,9 @@ def clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     return LaneResult("clauses", ids, scores, {"clause_lane": _ms(started)})
 
 
-def _pool(indexes: Indexes, q: LaneQuery) -> list[str]:
+def _pool(indexes: Indexes, q: LaneQuery, *, documents_only: bool = False) -> list[str]:
     seen: dict[str, None] = {}
-    for result in q.earlier:
+    for result in [] if documents_only else q.earlier:
         for chunk_id in result.ids:
             seen.setdefault(chunk_id, None)
     best_documents: dict[str, None] = {}
@@ -234,6 +287,8 @@ LANES: tuple[Lane, ...] = (
     Lane("l0", frozenset({"hybrid"}), "l0", l0_recall_lane, default_weight=0.5),
     Lane("section", frozenset({"hybrid"}), "heading", section_lane, default_weight=0.0),
     Lane("clauses", frozenset({"hybrid"}), "bm25", clause_lane, default_weight=0.0),
+    Lane("headings", frozenset({"hybrid"}), "similarity", heading_lane, default_weight=0.0),
+    Lane("dense_clauses", frozenset({"hybrid"}), "rank", dense_clause_lane, default_weight=0.0),
 )
 LANE_NAMES = tuple(lane.name for lane in LANES)
 SCORE_LABELS = {lane.name: lane.score_label for lane in LANES}

@@ -62,6 +62,7 @@ class DenseResult:
     search_ms: float
     served_by: str
     embedded_chars: int | None = None  # set when the query was cut to the model's window: characters kept
+    vector: np.ndarray | None = None  # the query's embedding, for lanes that compare it with other vectors
 
 
 class DenseIndex:
@@ -88,6 +89,8 @@ class DenseIndex:
         self.counters = {"embedded": 0, "from_cache": 0}
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
         self.stopping = threading.Event()  # set at shutdown: document embedding stops between model calls
+        self._text_vectors: dict[str, np.ndarray] = {}
+        self._chunk_vectors: dict[str, np.ndarray] = {}
 
     @property
     def reason(self) -> str | None:
@@ -224,6 +227,22 @@ class DenseIndex:
         self.counters["from_cache"] += len(texts) - embedded
         return {key: np.frombuffer(cached[hashes[key]], dtype="<f4") for key in texts}
 
+    def chunk_vectors(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
+        """Unit vectors of stored chunks, read back from the embedding cache (every stored chunk is in it)."""
+        missing = [c for c in chunks if c.id not in self._chunk_vectors]
+        if missing:
+            for cid, vector in self._vectors({c.id: embedding_input(c, self.variant) for c in missing}).items():
+                self._chunk_vectors[cid] = vector / (float(np.linalg.norm(vector)) or 1.0)
+        return {c.id: self._chunk_vectors[c.id] for c in chunks}
+
+    def text_vectors(self, texts: set[str]) -> dict[str, np.ndarray]:
+        """Unit vectors of short passages (section breadcrumbs), embedded once per process and cached."""
+        missing = {t: t for t in texts if t not in self._text_vectors}
+        if missing:
+            for text, vector in self._vectors(missing).items():
+                self._text_vectors[text] = vector / (float(np.linalg.norm(vector)) or 1.0)
+        return {t: self._text_vectors[t] for t in texts}
+
     def _note_model(self) -> None:
         previous = self.repository.meta("embedding_model")
         if previous != self.model_id:
@@ -262,6 +281,7 @@ class DenseIndex:
             round((done - embedded) * 1000, 3),
             served.name,
             len(text) if len(text) < len(query) else None,
+            vector,
         )
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ import {api, upload} from './api.js';
 import {badge, encodePath, fmtBytes, fmtDate, h, replace, table} from './dom.js';
 import {historySection} from './history.js';
 import {t} from './i18n.js';
+import {sourcesSection} from './sources.js';
 import {errorBox, field, loading, notice, select} from './ui.js';
 
 const LIMIT = 50;
@@ -36,6 +37,7 @@ async function renderList(root) {
     h('h1', {}, t('docs.title')),
     state.notice ? notice(state.notice) : null,
     uploadSection(listBox),
+    sourcesSection(() => loadList(listBox)),
     h('section', {'aria-labelledby': 'docs-list-h'}, h('h2', {id: 'docs-list-h'}, t('docs.list')), form, listBox));
   state.notice = null;
   loadCategories(category, listBox);

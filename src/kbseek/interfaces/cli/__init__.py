@@ -23,6 +23,7 @@ COMMANDS = (
     ("mcp", mcp.mcp),
     ("tool-schema", mcp.tool_schema),
     ("serve", serve.serve),
+    ("watch", sync.watch),
     ("audit", records.audit),
     ("metrics", records.metrics),
     ("doctor", maintenance.doctor),

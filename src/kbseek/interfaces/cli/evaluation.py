@@ -321,3 +321,47 @@ def eval_record(
             f"recorded {len(fixture['cases'])} case(s) at index {fixture['index_version']} "
             f"({fixture['embedding_model'] or 'no dense lane'}) to {out_file}"
         )
+
+
+@eval_app.command("calibrate")
+def eval_calibrate(
+    dataset: Annotated[Path, typer.Argument(help="Golden case file (.json) or dataset folder of this knowledge base.")],
+    split: Annotated[
+        str | None, typer.Option(help="Only cases of this split (calibrate on dev, check on test).")
+    ] = None,
+    answered: Annotated[
+        float, typer.Option(min=0.5, max=0.99, help="Share of the answerable cases the cut must still answer.")
+    ] = 0.95,
+    cache: Annotated[Path | None, typer.Option(help="Index cache folder (default ~/.cache/kbseek/eval).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Choose this knowledge base's cut for the answerability gate from its own cases; prints the setting."""
+    # Imported here: start-up cost (see common)
+    from kbseek.evaluation.calibration import calibrate
+    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
+
+    with exit_on_error(as_json):
+        base = load_settings()
+        if not GlobalOptions.verbose:
+            configure_logging("ERROR")
+        data = load_data(dataset, split=split)
+        home = cache_home(data, base, cache or default_cache_root())
+        kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+        try:
+            result = calibrate(kb, data, answered=answered)
+        finally:
+            kb.close()
+        emit(result, as_json, _print_calibration, view=lambda r: r.to_dict())
+
+
+def _print_calibration(result: Any) -> None:
+    view = result.to_dict()
+    table = Table("questions", "n", f"refused at the model's cut {view['model_cut']}", f"refused at {view['cut']}")
+    for group, row in view["groups"].items():
+        table.add_row(group, str(row["questions"]), _share(row["refused_at_model_cut"]), _share(row["refused_at_cut"]))
+    out.print(table)
+    say(f"add to kbseek.toml (or KBSEEK_ANSWERABILITY_CUT): {view['setting']}")
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"

@@ -17,11 +17,12 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kbseek.errors import ConfigError
+from kbseek.errors import ConfigError, NotFoundError
 from kbseek.interfaces.cli.common import err, exit_on_error, load_settings
 from kbseek.maintenance.home import WORKER_OF, serving, workers_refusal
 
@@ -38,6 +39,10 @@ def serve(
     workers_threads: Annotated[
         int, typer.Option("--threads", min=1, max=256, help="Request threads (lookups run in parallel).")
     ] = 40,
+    watch: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="DIR", help="Also watch this folder (repeatable; adds to watch_dirs)."),
+    ] = None,
     workers: Annotated[
         int,
         typer.Option(
@@ -57,6 +62,11 @@ def serve(
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     with exit_on_error(False):
         settings = load_settings()
+        if watch:
+            settings = settings.model_copy(update={"watch_dirs": [*settings.watch_dirs, *watch]})
+        for folder in settings.watch_dirs:
+            if not folder.is_dir():
+                raise NotFoundError(f"cannot watch {folder}: no such folder", hint="--watch takes a folder")
         refused = workers_refusal(settings, workers)
         if refused:
             raise ConfigError(refused)
@@ -99,7 +109,9 @@ def serve(
                 err.print(
                     f"kbseek serving {settings.home} on {base}\n  API docs: {base}/docs\n  MCP:      {base}/mcp "
                     f"(streamable HTTP)\n  ready:    {base}/ready   metrics: {base}/metrics"
-                    + f"\n  {application.state.runtime.keys.describe_writes()}",
+                    + f"\n  {application.state.runtime.keys.describe_writes()}"
+                    + "".join(f"\n  watching: {folder}" for folder in settings.watch_dirs)
+                    + "".join(f"\n  git source: {s.name} (POST {base}/api/sync/git)" for s in settings.git_sources),
                     highlight=False,
                 )
             await serving

@@ -22,7 +22,17 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 
-from kbseek.interfaces.http import console, docs, documents, feedback, history, operations, retrieval, sessions
+from kbseek.interfaces.http import (
+    console,
+    docs,
+    documents,
+    feedback,
+    history,
+    operations,
+    retrieval,
+    sessions,
+    sync,
+)
 from kbseek.interfaces.http import errors as api_errors
 from kbseek.interfaces.http.deps import Runtime
 from kbseek.interfaces.http.request_guard import BodyLimit, HostNames, McpGuard, RequestGuard
@@ -39,6 +49,7 @@ API_ROUTERS = (
     retrieval.router,
     sessions.router,
     feedback.router,
+    sync.router,
 )
 
 
@@ -66,6 +77,8 @@ def create_app(
         if runtime.opened is None:
             opener = threading.Thread(target=runtime.open, name="kbseek-open", daemon=True)
             opener.start()
+        else:
+            runtime.start_live()
         async with contextlib.AsyncExitStack() as stack:
             if mcp_app is not None:  # a mounted app's lifespan is not run by FastAPI: its session manager
                 await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))

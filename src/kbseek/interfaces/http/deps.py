@@ -20,6 +20,7 @@ from fastapi import Depends, Request
 
 from kbseek.errors import KbseekError
 from kbseek.interfaces.http.guard import ApiError, Keys, Principal
+from kbseek.maintenance.live import Live
 from kbseek.observability.redact import redact
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
@@ -39,11 +40,13 @@ class Runtime:
         self.started = time.monotonic()
         self.ready_after_s: float | None = 0.0 if kb is not None else None
         self.owns_kb = kb is None
+        self._live: Live | None = None  # the watched folders and Git sources, once the knowledge base is open
 
     def open(self) -> None:
         try:
             self._kb = KnowledgeBase.open(self.settings)
             self.ready_after_s = round(time.monotonic() - self.started, 3)
+            self.start_live()
         except Exception as exc:  # reported by /ready, never a silent half-start
             detail = f"{type(exc).__name__}: {redact(str(exc))}"
             log.error("the knowledge base could not be opened: %s", detail)
@@ -71,7 +74,23 @@ class Runtime:
             )
         return self._kb
 
+    def start_live(self) -> None:
+        """Start watching the folders and syncing the Git sources the settings name (in background threads)."""
+        if self._kb is not None and self._live is None:
+            self._live = Live(self._kb, self.settings).start()
+
+    @property
+    def live(self) -> Live:
+        """What runs beside the requests, or 503 until the knowledge base is open."""
+        self.kb  # noqa: B018 - raises the 503 while it loads
+        if self._live is None:  # the moment between the two
+            raise ApiError(503, "starting", "the knowledge base is still loading", hint="see GET /ready")
+        return self._live
+
     def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
         if self._kb is not None and self.owns_kb:
             self._kb.close()
 
