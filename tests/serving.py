@@ -35,12 +35,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(env: dict[str, str], log_path: Path, *, timeout: float = 90) -> tuple[subprocess.Popen, str]:
-    """Start ``kbseek serve`` and wait until ``/ready`` says 200; the log (appended) explains a failure."""
+def start_server(
+    env: dict[str, str], log_path: Path, *, timeout: float = 90, args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str]:
+    """Start ``kbseek serve`` (with ``args``) and wait until ``/ready`` says 200; the log (appended) explains a
+    failure."""
     port = free_port()
     with log_path.open("ab") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
-            [KBSEEK, "-v", "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+            [KBSEEK, "-v", "serve", "--port", str(port), *args], env=env, stdout=log, stderr=subprocess.STDOUT
         )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

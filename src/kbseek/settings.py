@@ -168,6 +168,23 @@ class Settings(BaseSettings):
         le=120,
         description="openai embedder: seconds a query embedding may take before the lexical lanes answer alone",
     )
+    embed_document_threads: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="Model threads document embedding may use (bundled models); 0 = half the cores, at least one",
+    )
+    embed_document_nice: int = Field(
+        default=19,
+        ge=0,
+        le=19,
+        description="CPU priority (nice) of document embedding: lookups get the cores first; 0 = no lower",
+    )
+    embedding_lock_dir: str = Field(
+        default="",
+        description="Folder of the host-wide embedding turns (every kbseek process on the host must share it); "
+        "empty = <tmp>/kbseek-embedding-<uid>",
+    )
     embedding_input: str = Field(default="breadcrumb", description="full | breadcrumb | text (what is embedded)")
     embed_summaries: bool = Field(
         default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary"

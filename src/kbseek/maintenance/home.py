@@ -12,10 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kbseek.errors import HomeInUse
-from kbseek.home.ownership import HomeLock, Owner, busy_message, owner_of
+from kbseek.home.ownership import WORKER_OF, HomeLock, Owner, busy_message, owner_of
 from kbseek.settings import Settings
 
-__all__ = ["holding", "owner_of", "refusal", "serving"]  # owner_of: who holds a home, for the readers beside it
+# owner_of: who holds a home, for the readers beside it; WORKER_OF: how a serving worker is known as the owner's
+__all__ = ["WORKER_OF", "holding", "owner_of", "refusal", "serving", "workers_refusal"]
 
 
 @contextmanager
@@ -67,3 +68,44 @@ def refusal(owner: Owner, home: Path) -> str:
             "(one server per data home; --home picks another)"
         )
     return f"{home} is being written by {owner.describe()}: wait for it to finish, then start the server"
+
+
+def workers_refusal(settings: Settings, workers: int) -> str | None:
+    """Why ``kbseek serve --workers N`` (N > 1) cannot be safe with these settings, or ``None`` when it can: the
+    workers must share everything they keep, so a PostgreSQL database and, with a dense lane, a Milvus server.
+
+    >>> workers_refusal(Settings(home="/tmp/kb"), 2).split(":")[0]
+    'kbseek serve --workers 2 needs a PostgreSQL database (database_url)'
+    >>> workers_refusal(Settings(home="/tmp/kb"), 1) is None
+    True
+    """
+    if workers <= 1:
+        return None
+    asked = f"kbseek serve --workers {workers}"
+    if not settings.database_url.startswith("postgresql"):
+        return (
+            f"{asked} needs a PostgreSQL database (database_url): SQLite lets one writer at a time hold the whole "
+            "file, so the workers' uploads, invocation records and sessions would queue on its lock and fail with "
+            "'database is locked' under load; serve a SQLite home with one process (--workers 1)"
+        )
+    if settings.watch_dirs or settings.git_sources:
+        what = "watch_dirs (--watch)" if settings.watch_dirs else "git_sources"
+        return (
+            f"{asked} with {what}: every worker would watch or sync the same sources on its own and ingest each "
+            "change once per worker; watching and Git sync run in a server of one process (--workers 1)"
+        )
+    if settings.embedder == "none":
+        return None
+    if settings.vector_store == "local":
+        return (
+            f"{asked} with vector_store = local would keep a separate copy of every vector in each worker's memory "
+            "(N times the memory and the start-up, nothing shared): use a Milvus server (vector_store = milvus, "
+            "milvus_uri = http://HOST:19530), or --workers 1"
+        )
+    if not settings.milvus_uri:
+        return (
+            f"{asked} needs a Milvus server (milvus_uri): Milvus Lite keeps its vectors in one file of the data "
+            f"home ({settings.milvus_target}) that only one process can open; set milvus_uri = http://HOST:19530, "
+            "or --workers 1"
+        )
+    return None

@@ -160,6 +160,8 @@ class VectorLane:
             "fallback": dense.fallback,
             "documents_pending": len(self.pending_ids()),
         }
+        if isinstance(dense, DenseIndex):  # by this process since it started: with several workers, made once
+            status |= {"embedded": dense.counters["embedded"], "from_cache": dense.counters["from_cache"]}
         if not dense.available:
             due = dense.reconnect_in() if isinstance(dense, DenseIndex) else self.retry_in()
             status |= {"reason": dense.reason, "retry_in_s": round(due, 1) if due is not None else 0}

@@ -12,6 +12,7 @@ persistent copy and the path to a server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -195,22 +196,35 @@ class DenseIndex:
         }
 
     def _vectors(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
-        """Vectors for ``{key: input text}``: from the cache by text hash, else embedded (and cached)."""
+        """Vectors for ``{key: input text}``: from the cache by text hash, else embedded (and cached).
+
+        An embedder with a host-wide document turn (``document_turn``) is asked for it per batch, and the cache is
+        read again inside it: another process (a second worker, an ingest) may have made the same vectors while
+        this one waited, and then they are not made twice."""
         hashes = {key: sha256_hex(text) for key, text in texts.items()}
         cached = self.repository.vectors(self.model_id, list(hashes.values()))
         todo = sorted({h for h in hashes.values() if h not in cached})
         by_hash = {hashes[key]: texts[key] for key in texts}
         stop = {"stop": self.stopping} if getattr(self.embedder, "stoppable", False) else {}
+        turn = getattr(self.embedder, "document_turn", None)
+        embedded = 0
         for start in range(0, len(todo), BATCH):
             if self.stopping.is_set():  # what is cached stays; the next start embeds the rest
                 raise EmbeddingStopped("document embedding stopped: the process is shutting down")
             batch = todo[start : start + BATCH]
-            vectors = self.embedder.embed_documents([by_hash[h] for h in batch], **stop)
-            fresh = {h: v.astype("<f4").tobytes() for h, v in zip(batch, vectors)}
-            self.repository.save_vectors(self.model_id, self.embedder.dim, fresh)  # progress survives a crash
-            cached.update(fresh)
-            self.counters["embedded"] += len(batch)
-        self.counters["from_cache"] += len(texts) - len(todo)
+            with turn(self.stopping) if turn is not None else contextlib.nullcontext():
+                if turn is not None:
+                    cached.update(self.repository.vectors(self.model_id, batch))
+                    batch = [h for h in batch if h not in cached]
+                if not batch:
+                    continue
+                vectors = self.embedder.embed_documents([by_hash[h] for h in batch], **stop)
+                fresh = {h: v.astype("<f4").tobytes() for h, v in zip(batch, vectors)}
+                self.repository.save_vectors(self.model_id, self.embedder.dim, fresh)  # progress survives a crash
+                cached.update(fresh)
+            embedded += len(batch)
+        self.counters["embedded"] += embedded
+        self.counters["from_cache"] += len(texts) - embedded
         return {key: np.frombuffer(cached[hashes[key]], dtype="<f4") for key in texts}
 
     def chunk_vectors(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
