@@ -172,7 +172,7 @@ class Settings(BaseSettings):
         default=0,
         ge=0,
         le=256,
-        description="Model threads document embedding may use (bundled models); 0 = half the cores, at least one",
+        description="Model threads document embedding may use (bundled models); 0 = every core (1 keeps one free)",
     )
     embed_document_nice: int = Field(
         default=19,

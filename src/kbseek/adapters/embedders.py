@@ -54,7 +54,7 @@ class Budget:
     """What document embedding may take (settings ``embed_document_threads``, ``embed_document_nice``,
     ``embedding_lock_dir``; ``kbseek.adapters.embedding_budget``)."""
 
-    threads: int = 0  # 0: half the cores, at least one
+    threads: int = 0  # 0: every core
     nice: int = 19
     lock_dir: str = ""  # empty: the host's default folder
 
