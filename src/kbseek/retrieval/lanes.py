@@ -215,13 +215,7 @@ def dense_clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
         unit = np.asarray(vector, dtype=np.float32) / (float(np.linalg.norm(vector)) or 1.0)
         sims = matrix @ unit
         rankings.append([pool[i] for i in np.argsort(-sims, kind="stable")])
-    ids: list[str] = []
-    scores: dict[str, float] = {}
-    for position in range(max(len(r) for r in rankings)):
-        for ranking in rankings:
-            if position < len(ranking) and ranking[position] not in scores:
-                ids.append(ranking[position])
-                scores[ranking[position]] = round(1.0 / (position + 1), 6)
+    ids, scores = _interleave(rankings)
     return LaneResult("dense_clauses", ids, scores, {"dense_clause_lane": _ms(started)})
 
 
@@ -241,6 +235,12 @@ def clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
         ]
         for p in parts
     ]
+    ids, scores = _interleave(rankings)
+    return LaneResult("clauses", ids, scores, {"clause_lane": _ms(started)})
+
+
+def _interleave(rankings: list[list[str]]) -> tuple[list[str], dict[str, float]]:
+    """Each part's first, then each part's second, ...; a chunk keeps its best place (score 1 / place)."""
     ids: list[str] = []
     scores: dict[str, float] = {}
     for position in range(max(len(r) for r in rankings)):
@@ -248,7 +248,7 @@ def clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
             if position < len(ranking) and ranking[position] not in scores:
                 ids.append(ranking[position])
                 scores[ranking[position]] = round(1.0 / (position + 1), 6)
-    return LaneResult("clauses", ids, scores, {"clause_lane": _ms(started)})
+    return ids, scores
 
 
 def _pool(indexes: Indexes, q: LaneQuery, *, documents_only: bool = False) -> list[str]:
