@@ -31,6 +31,7 @@ from kbseek.ports import Embedder, EmbeddingCache, VectorHit, VectorRecord, Vect
 log = logging.getLogger("kbseek")
 INPUT_VARIANTS = EMBEDDING_INPUTS
 BATCH = 32
+TEXT_VECTORS_KEPT = 100_000  # passages whose unit vectors a process keeps for the lanes that read them (~150 MB)
 
 
 DOCUMENT_PREFIX = "D"  # vector ids of document summaries: "D" + document id (chunk ids are 16 hex)
@@ -90,7 +91,6 @@ class DenseIndex:
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
         self.stopping = threading.Event()  # set at shutdown: document embedding stops between model calls
         self._text_vectors: dict[str, np.ndarray] = {}
-        self._chunk_vectors: dict[str, np.ndarray] = {}
 
     @property
     def reason(self) -> str | None:
@@ -229,16 +229,17 @@ class DenseIndex:
 
     def chunk_vectors(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
         """Unit vectors of stored chunks, read back from the embedding cache (every stored chunk is in it)."""
-        missing = [c for c in chunks if c.id not in self._chunk_vectors]
-        if missing:
-            for cid, vector in self._vectors({c.id: embedding_input(c, self.variant) for c in missing}).items():
-                self._chunk_vectors[cid] = vector / (float(np.linalg.norm(vector)) or 1.0)
-        return {c.id: self._chunk_vectors[c.id] for c in chunks}
+        inputs = {c.id: embedding_input(c, self.variant) for c in chunks}
+        vectors = self.text_vectors(set(inputs.values()))
+        return {cid: vectors[text] for cid, text in inputs.items()}
 
     def text_vectors(self, texts: set[str]) -> dict[str, np.ndarray]:
-        """Unit vectors of short passages (section breadcrumbs), embedded once per process and cached."""
+        """Unit vectors of passages (section breadcrumbs, chunk inputs): from the embedding cache or embedded, then
+        kept per process by text (emptied past ``TEXT_VECTORS_KEPT``, like the heading tokens)."""
         missing = {t: t for t in texts if t not in self._text_vectors}
         if missing:
+            if len(self._text_vectors) + len(missing) > TEXT_VECTORS_KEPT:
+                self._text_vectors.clear()
             for text, vector in self._vectors(missing).items():
                 self._text_vectors[text] = vector / (float(np.linalg.norm(vector)) or 1.0)
         return {t: self._text_vectors[t] for t in texts}
