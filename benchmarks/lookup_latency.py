@@ -10,7 +10,8 @@ machine (a phase: the 110 queries). The other process is this script with ``--em
 as the settings say and embeds corpus sections cut at 800 characters (as chunks are) 4 at a time through
 ``embed_documents`` until stopped, and reports the texts per second it embedded during the phase. Variants:
 ``quiet`` (no other process), ``before`` (the loop runs the code at ``--before-src``, e.g. a checkout of the
-previous version: no budget), ``budget`` (this version's defaults: nice 19), ``nice10`` (the budget at nice 10).
+previous version: no budget), ``budget`` (this version's defaults: nice 19), ``nice10`` (the budget at nice 10),
+``threads1`` (the budget with one document-embedding thread, a core left to queries).
 """
 
 from __future__ import annotations
@@ -123,7 +124,13 @@ def embed_loop() -> None:
     print(f"{(n1 - n0) / (t1 - t0):.2f}", flush=True)  # whole batches only: a batch under way at a mark counts later
 
 
-VARIANTS = {"quiet": None, "before": {}, "budget": {}, "nice10": {"KBSEEK_EMBED_DOCUMENT_NICE": "10"}}
+VARIANTS = {
+    "quiet": None,
+    "before": {},
+    "budget": {},
+    "nice10": {"KBSEEK_EMBED_DOCUMENT_NICE": "10"},
+    "threads1": {"KBSEEK_EMBED_DOCUMENT_THREADS": "1"},
+}
 
 
 def while_embedding(home: Path, store: str, queries: list[str], variants: list[str], args) -> list[str]:

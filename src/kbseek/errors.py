@@ -139,6 +139,13 @@ class EmbeddingStopped(EmbeddingError):
     code = "embedding_stopped"
 
 
+class RerankError(KbseekError):
+    """The reranker endpoint failed or is resting after a failure; recall keeps its own ranking."""
+
+    code = "rerank_error"
+    http_status = 503
+
+
 class Unavailable(KbseekError):
     """The knowledge base cannot be had (yet): a host that opens it in the background is still loading it."""
 

@@ -31,6 +31,21 @@ class Embedder(Protocol):
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores passages against a query with a model recall does not have (a cross-encoder behind an endpoint).
+
+    ``rerank`` returns one score per passage, in the passages' order, higher meaning more relevant, or raises
+    :class:`~kbseek.errors.RerankError` when it cannot: recall then keeps its own ranking and says so. ``depth``
+    is how many of the fused hits it reorders; ``name`` says which endpoint in notes (credentials masked).
+    """
+
+    name: str
+    depth: int
+
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class VectorRecord:
     """One chunk's vector with the metadata a vector store filters and shows (``_source``, ``_file_name``,

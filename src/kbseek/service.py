@@ -39,7 +39,7 @@ from kbseek.observability.readiness import readiness_report
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.sections import section_reference
 from kbseek.settings import Settings
-from kbseek.wiring import home_parts, open_indexes
+from kbseek.wiring import home_parts, load_reranker, open_indexes
 
 log = logging.getLogger("kbseek")
 T = TypeVar("T")
@@ -73,6 +73,7 @@ class KnowledgeBase:
         self.files = files
         self.writes = WriteLocks(settings.home / "locks")  # writes of one path take turns; a repair runs alone
         self.indexes = open_indexes(settings, repository)  # the embedder and vector store the settings name
+        self.reranker = load_reranker(settings)  # None unless reranker_url names an endpoint
         self.sessions = SessionStore(repository.engine)
         self.telemetry = Telemetry()
         self.invocations = InvocationStore(
@@ -87,7 +88,7 @@ class KnowledgeBase:
         self.lookup_tool = LookupTool(
             indexes=self.indexes,
             config=LookupConfig.from_settings(settings),
-            recall=IndexRecall(self.indexes),
+            recall=IndexRecall(self.indexes, self.reranker),
             rewriter=self.rewriter,
             sessions=self.sessions,
             invocations=self.invocations,
@@ -250,6 +251,7 @@ class KnowledgeBase:
             policy=_recall_policy(policy or self.settings.policy),
             threshold=threshold,
             config=self.fusion_config(),
+            reranker=self.reranker,
         )
 
     def lookup_knowledge(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
@@ -301,6 +303,7 @@ class KnowledgeBase:
             use_domain_filter=self.settings.domain_filter,
             explain=explain,
             config=self.fusion_config(),
+            reranker=self.reranker,
         )
 
     # -- reads ---------------------------------------------------------------------------

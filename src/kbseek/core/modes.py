@@ -22,6 +22,7 @@ LogFormat = Literal["text", "json"]
 Expand = Literal["none", "section", "neighbors"]
 Dedup = Literal["section", "document"]
 AnswerFormat = Literal["json", "text", "legacy"]
+RerankApi = Literal["tei", "cohere"]  # the request shapes of a reranker endpoint (adapters.reranker)
 
 
 def values(mode: Any) -> tuple[str, ...]:
@@ -32,6 +33,7 @@ def values(mode: Any) -> tuple[str, ...]:
 RECALL_POLICIES = values(RecallPolicy)
 POLICIES = values(Policy)
 FUSION_METHODS = values(Fusion)
+RERANK_APIS = values(RerankApi)
 REWRITE_MODES = values(Rewrite)
 EMBEDDERS = values(EmbedderName)
 EMBEDDING_INPUTS = values(EmbeddingInput)

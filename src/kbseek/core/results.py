@@ -13,8 +13,8 @@ from kbseek.core.models import Chunk
 class LaneScore:
     """One recall lane's view of a chunk: its rank (1-based) and the score the lane gave it.
 
-    ``score_label`` says what ``score`` is: ``bm25``, ``similarity`` (cosine, higher is closer) or
-    ``l0`` (the document's L0 match score).
+    ``score_label`` says what ``score`` is: ``bm25``, ``similarity`` (cosine, higher is closer),
+    ``l0`` (the document's L0 match score) or ``rerank`` (a reranker endpoint's relevance score).
     """
 
     rank: int

@@ -38,7 +38,7 @@ from kbseek.lookup.records import failure_row, success_row
 from kbseek.lookup.types import LookupRequest, LookupResponse
 from kbseek.observability.logs import request_scope
 from kbseek.observability.metrics import Telemetry
-from kbseek.ports import InvocationRecorder, SessionLedger
+from kbseek.ports import InvocationRecorder, Reranker, SessionLedger
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
 from kbseek.settings import Settings
@@ -70,9 +70,11 @@ class Recall(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class IndexRecall:
-    """The live recall: L0, BM25 and the dense lane over the in-memory indexes (``retrieval.recall.lookup``)."""
+    """The live recall: L0, BM25 and the dense lane over the in-memory indexes (``retrieval.recall.lookup``),
+    reordered by ``reranker`` when the knowledge base has one."""
 
     indexes: Indexes
+    reranker: Reranker | None = None
 
     @property
     def embedder_id(self) -> str | None:
@@ -98,6 +100,7 @@ class IndexRecall:
             use_domain_filter=config.domain_filter,
             config=config.fusion,
             only=only,
+            reranker=self.reranker,
         )
 
 

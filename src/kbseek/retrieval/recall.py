@@ -24,8 +24,10 @@ from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, RecallResult
 from kbseek.errors import QueryError
 from kbseek.observability.logs import request_scope
+from kbseek.ports import Reranker
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.lanes import DEFAULT_WEIGHTS, LANE_NAMES, SCORE_LABELS, LaneQuery, dense_lane, run_lanes
+from kbseek.retrieval.reranking import reranked
 
 __all__ = ["POLICIES", "FusionConfig", "dense_lane", "fuse", "lookup", "search"]
 
@@ -94,6 +96,7 @@ def _recall(
     config: FusionConfig,
     threshold: float | None,
     only: frozenset[str] | None = None,
+    reranker: Reranker | None = None,
 ) -> _Run:
     query = clean_query(query)  # a pasted alert or log line: its alert name, service and message, not its noise
     lane_query = LaneQuery(
@@ -121,8 +124,14 @@ def _recall(
     started = time.perf_counter()
     config, note = language_weighted(indexes, query, raw.get("dense"), config)
     notes.extend([note] if note else [])
-    hits = fuse(indexes, lanes, raw, config, top_k)
+    hits = fuse(indexes, lanes, raw, config, max(top_k, reranker.depth) if reranker else top_k)
     timings["fusion"] = _ms(started, time.perf_counter())
+    if reranker is not None and hits:
+        started = time.perf_counter()
+        hits, note = reranked(reranker, query, hits)
+        notes.append(note)
+        timings["rerank"] = _ms(started, time.perf_counter())
+    hits = hits[:top_k]
     # as each lane recorded them (the dense lane's as the store returned them, summary vectors included)
     candidates = {r.name: r.recorded if r.recorded is not None else [(c, r.scores[c]) for c in r.ids] for r in ran}
     return _Run(hits, timings, notes, reference, candidates)
@@ -193,10 +202,11 @@ def _filtered(
     config: FusionConfig,
     threshold: float | None,
     only: frozenset[str] | None = None,
+    reranker: Reranker | None = None,
 ) -> tuple[_Run, CategoryFilter]:
-    run = _recall(indexes, query, policy, top_k, chosen.category, hint, config, threshold, only)
+    run = _recall(indexes, query, policy, top_k, chosen.category, hint, config, threshold, only, reranker)
     if not run.hits and chosen.category and chosen.source == "l0_single_domain":
-        retry = _recall(indexes, query, policy, top_k, None, hint, config, threshold, only)
+        retry = _recall(indexes, query, policy, top_k, None, hint, config, threshold, only, reranker)
         retry.timings = {k: run.timings.get(k, 0) + v for k, v in retry.timings.items()}
         return retry, CategoryFilter(chosen.category, chosen.source, relaxed=True)
     return run, chosen
@@ -211,8 +221,10 @@ def search(
     policy: str = "hybrid",
     threshold: float | None = None,
     config: FusionConfig | None = None,
+    reranker: Reranker | None = None,
 ) -> RecallResult:
-    """Ranked chunks with their lane scores (what ``/api/search/similar`` shows)."""
+    """Ranked chunks with their lane scores (what ``/api/search/similar`` shows), reordered by ``reranker``
+    when one is given."""
     query = check_query(query, top_k, policy)
     config = config or FusionConfig()
     with request_scope() as request_id:
@@ -221,7 +233,7 @@ def search(
             refreshed = time.perf_counter()
             hint = indexes.keywords.analyze_query(query) if policy == "hybrid" else None
             chosen = CategoryFilter(category, "request" if category else "none")
-            run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, threshold)
+            run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, threshold, None, reranker)
             done = time.perf_counter()
             timings = {"refresh": _ms(started, refreshed), **run.timings, "total": _ms(started, done)}
             log.info(
@@ -250,8 +262,10 @@ def lookup(
     explain: bool = False,
     config: FusionConfig | None = None,
     only: frozenset[str] | None = None,
+    reranker: Reranker | None = None,
 ) -> RecallResult:
-    """L0 hint, the policy's lanes, fusion; filtered to L0's single domain when configured.
+    """L0 hint, the policy's lanes, fusion, then ``reranker`` (when given) over the first fused hits; filtered to
+    L0's single domain when configured.
 
     ``only`` (document ids, from frontmatter filters) restricts every lane."""
     query = check_query(query, top_k, policy)
@@ -277,7 +291,7 @@ def lookup(
                 chosen = CategoryFilter(hint.single_domain, "l0_single_domain")
             else:
                 chosen = CategoryFilter(None, "none")
-            run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None, only)
+            run, chosen = _filtered(indexes, query, policy, top_k, chosen, hint, config, None, only, reranker)
             done = time.perf_counter()
             timings = {
                 "refresh": _ms(started, t_refresh),
