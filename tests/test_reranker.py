@@ -133,6 +133,9 @@ def test_a_failing_endpoint_fails_open_to_the_fused_ranking_and_rests(tmp_path, 
     assert {"error": "HTTP 500", "bad": "names passage 8", "hang": "timed out"}[mode] in note
     assert [h.chunk.id for h in answer.ranked[:5]] == fused and any("reranker unavailable" in n for n in answer.notes)
     assert len(stub.state["requests"]) == 1  # the second lookup did not call the resting endpoint
+    (record,) = kb.invocations.list(limit=5)
+    assert "reranker_unavailable" in record["retrieval_details"]["fallback_kinds"]
+    assert b'kbseek_lookup_fallbacks_total{kind="reranker_unavailable"} 1.0' in kb.telemetry.exposition()
     plain.close()
     kb.close()
 

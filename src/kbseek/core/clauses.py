@@ -25,12 +25,33 @@ _SPLIT = re.compile(
     r"\s+(?:and then|and also|then|also|as well as|plus|and)\s+",
     re.IGNORECASE,
 )
+# Between questions: sentence ends and the connectives that start another request, never a bare comma (a comma
+# mostly adds context to the same request: "CPU 持续偏高，除了当场救火，根治层面要做哪些事情")
+_QUESTION_SPLIT = re.compile(
+    r"[；;？?。！!\n]+|(?:并且|而且|以及|同时|然后|之后再|另外|此外|接着)|\s+(?:and then|and also|as well as)\s+",
+    re.IGNORECASE,
+)
 MIN_CLAUSE_CHARS = 4  # a clause shorter than this joins its neighbour: "和" alone splits nothing
 
 
 def clauses(query: str) -> list[str]:
     """The parts of a question (the question itself when it has one part)."""
-    parts = [p.strip(" :：、") for p in _SPLIT.split(query)]
+    return _parts(_SPLIT, query)
+
+
+def questions(query: str) -> list[str]:
+    """The separate requests of a query: split only where another question starts, not at commas.
+
+    >>> questions("磁盘告警时，怎么找出哪个目录占空间最多？清理完之后要验证哪些方面？")
+    ['磁盘告警时，怎么找出哪个目录占空间最多', '清理完之后要验证哪些方面']
+    >>> questions("CPU 持续偏高，除了当场救火，根治层面要做哪些事情？")
+    ['CPU 持续偏高，除了当场救火，根治层面要做哪些事情']
+    """
+    return _parts(_QUESTION_SPLIT, query)
+
+
+def _parts(split: re.Pattern[str], query: str) -> list[str]:
+    parts = [p.strip(" :：、") for p in split.split(query)]
     parts = [p for p in parts if p]
     merged: list[str] = []
     for part in parts:

@@ -36,6 +36,7 @@ FALLBACK_NOTES = (
     ("the rewritten query found no confident match", "rewrite_original_query"),
     ("no document matches the filters", "filters_matched_nothing"),
     ("query truncated for the dense lane", "query_truncated"),
+    ("reranker unavailable", "reranker_unavailable"),
 )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kbseek.core.clauses import clauses
+from kbseek.core.clauses import clauses, questions
 from kbseek.core.fusion import l0_lane
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.relevance import GAP_RANK
@@ -199,7 +199,7 @@ def heading_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
 def dense_clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     """A question of several parts, by meaning: each part embedded on its own and compared with the sections of
     the documents the whole question points to, interleaved so each part's best section comes first."""
-    parts = clauses(q.query)
+    parts = questions(q.query)
     dense = indexes.dense
     if len(parts) < 2 or not isinstance(dense, DenseIndex):
         return None
