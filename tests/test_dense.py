@@ -246,11 +246,14 @@ def test_author_summaries_are_embedded_and_lead_to_their_document(tmp_path):
 
 
 def test_the_lanes_left_off_run_when_weighted_and_rank_by_meaning(tmp_path):
-    """The heading lane and the per-clause dense lane are off by default (not run); weighted, each reads the dense
-    lane's vectors back from the embedding cache and ranks the section the question means."""
+    """The heading lane is off by default (not run) and the per-question dense lane runs only for a query of
+    several questions; each reads the dense lane's vectors back from the embedding cache and ranks the section
+    the question means."""
     kb = KnowledgeBase.open(dense_settings(tmp_path, "local"))
     load(kb)
     assert set(kb.lookup("磁盘满了怎么清理", top_k=3).hits[0].lanes) <= {"bm25", "dense", "l0"}
+    two_parts = kb.lookup("硬盘快满了怎么清理？另外 Java 堆内存溢出怎么排查？", top_k=4)
+    assert any("dense_clauses" in h.lanes for h in two_parts.hits)  # on by default for several questions
     kb.settings = kb.settings.model_copy(update={"weight_headings": 1.0, "weight_dense_clauses": 1.0})
     heading = kb.lookup("硬盘空间不够用了", top_k=3).hits[0]
     assert heading.chunk.source_path == "ops/disk.md" and "headings" in heading.lanes

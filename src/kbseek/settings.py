@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     weight_dense: float = Field(default=1.0, ge=0, le=10)
     weight_l0: float = Field(default=0.5, ge=0, le=10)
     weight_headings: float = Field(default=0.0, ge=0, le=10)
-    weight_dense_clauses: float = Field(default=0.0, ge=0, le=10)
+    weight_dense_clauses: float = Field(default=0.5, ge=0, le=10)
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")

@@ -14,7 +14,8 @@ class LaneScore:
     """One recall lane's view of a chunk: its rank (1-based) and the score the lane gave it.
 
     ``score_label`` says what ``score`` is: ``bm25``, ``similarity`` (cosine, higher is closer),
-    ``l0`` (the document's L0 match score) or ``rerank`` (a reranker endpoint's relevance score).
+    ``l0`` (the document's L0 match score), ``rank`` (an interleaving lane's, higher is earlier), ``heading``
+    (the section lane's purpose match) or ``rerank`` (a reranker endpoint's relevance score).
     """
 
     rank: int

@@ -288,7 +288,7 @@ LANES: tuple[Lane, ...] = (
     Lane("section", frozenset({"hybrid"}), "heading", section_lane, default_weight=0.0),
     Lane("clauses", frozenset({"hybrid"}), "bm25", clause_lane, default_weight=0.0),
     Lane("headings", frozenset({"hybrid"}), "similarity", heading_lane, default_weight=0.0),
-    Lane("dense_clauses", frozenset({"hybrid"}), "rank", dense_clause_lane, default_weight=0.0),
+    Lane("dense_clauses", frozenset({"hybrid"}), "rank", dense_clause_lane, default_weight=0.5),
 )
 LANE_NAMES = tuple(lane.name for lane in LANES)
 SCORE_LABELS = {lane.name: lane.score_label for lane in LANES}
