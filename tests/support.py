@@ -37,3 +37,13 @@ def doc(title: str, keywords: str, summary: str, body: str, **extra: str) -> str
     lines = ["---", f"title: {title}", f"keywords: [{keywords}]", f"summary: {summary}"]
     lines += [f"{k}: {v}" for k, v in extra.items()]
     return "\n".join([*lines, "---", body])
+
+
+def reply_json(handler, payload) -> None:
+    """Answer a stub server's request (a ``BaseHTTPRequestHandler``) with ``payload`` as JSON, status 200."""
+    body = json.dumps(payload).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)

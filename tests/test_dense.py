@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pytest
-from support import doc
+from support import doc, reply_json
 
 from kbseek.adapters.embedders import OpenAIEmbedder
 from kbseek.errors import EmbeddingError, StorageError
@@ -194,12 +194,7 @@ class _EmbeddingServer(BaseHTTPRequestHandler):
             return
         assert self.headers.get("Authorization") == "Bearer sekret"
         data = [{"index": i, "embedding": [float(len(t)), 1.0, float(i)]} for i, t in enumerate(body["input"])]
-        payload = json.dumps({"data": list(reversed(data))}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        reply_json(self, {"data": list(reversed(data))})
 
     def log_message(self, *args):
         pass

@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from support import EXAMPLES
+from support import EXAMPLES, reply_json
 
 from kbseek.adapters.reranker import HttpReranker, _scores
 from kbseek.errors import ConfigError, RerankError
@@ -42,12 +42,7 @@ class StubReranker(BaseHTTPRequestHandler):
             reply = {"results": [{"index": i, "relevance_score": s} for i, s in sorted(scores, key=lambda x: -x[1])]}
         else:
             reply = [{"index": i, "score": s} for i, s in reversed(scores)]
-        payload = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        reply_json(self, reply)
 
     def log_message(self, *args):
         pass
