@@ -147,14 +147,15 @@ def test_the_document_thread_is_lower_priority_with_capped_model_threads(tmp_pat
     max_threads.restype = ctypes.c_int
     caller_threads, caller_nice = max_threads(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     cap = omp_thread_cap(model._lib)
-    budget = DocumentBudget(HostTurns(tmp_path), threads=1, nice=caller_nice + 5, cap_threads=cap)
+    lower = min(caller_nice + 5, 19)  # a suite run at nice 15 or more cannot go 5 lower
+    budget = DocumentBudget(HostTurns(tmp_path), threads=1, nice=lower, cap_threads=cap)
 
     def encode(batch: list[str]) -> list:
         tid = threading.get_native_id()
         return [(threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, tid), max_threads())] * len(batch)
 
     (name, nice, threads), *_ = budget.embed(["超时"], encode)
-    assert (name, nice, threads) == ("kbseek-embed-documents", caller_nice + 5, 1)
+    assert (name, nice, threads) == ("kbseek-embed-documents", lower, 1)
     assert model.passage(["超时"]).shape == (1, 384)  # the model still answers in the caller's thread
     assert (max_threads(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())) == (caller_threads, caller_nice)
 

@@ -161,7 +161,9 @@ def test_a_lane_weighted_zero_does_not_run_and_a_weighted_one_does(dense_kb):
     from kbseek.retrieval.recall import FusionConfig
 
     query = "修复以后怎么确认已经好了，并且出问题时怎么回退"
-    off = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf"))
+    default = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf"))
+    assert set(default.candidates) == {"bm25", "dense", "l0", "dense_clauses"}  # two questions: the lane is on
+    off = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"dense_clauses": 0.0}))
     assert set(off.candidates) == {"bm25", "dense", "l0"}
     on = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"section": 1.0, "clauses": 1.0}))
     assert {"section", "clauses"} <= set(on.candidates)
