@@ -158,7 +158,9 @@ def milvus_size(size: int, data: Path) -> dict[str, Any]:
                 ]
             )
             if start and start % 100_000 == 0:
-                print(f"{start:,} vectors in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+                print(
+                    f"{start + count:,} vectors in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True
+                )
         sent = time.perf_counter()
         out["fill_s"] = round(sent - started, 1)
         out["vectors_per_s"] = round(size / (sent - started), 1)
