@@ -49,6 +49,11 @@ def predict(model: dict[str, Any], n: float) -> float:
     return float(model["a"] * n ** model["b"])
 
 
+def chunks_of(row: dict[str, Any]) -> float:
+    """The chunks a home was built to (10,299 for a target of 10,000), else the row's size."""
+    return float((row.get("build") or {}).get("chunks") or row["size"])
+
+
 def series(rows: list[dict[str, Any]], get: Getter) -> list[tuple[float, float]]:
     out = []
     for row in rows:
@@ -57,7 +62,7 @@ def series(rows: list[dict[str, Any]], get: Getter) -> list[tuple[float, float]]
         except (KeyError, TypeError):
             value = None
         if value is not None:
-            out.append((float(row["size"]), float(value)))
+            out.append((chunks_of(row), float(value)))
     return out
 
 
@@ -111,7 +116,8 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
         if not points:
             continue
         model = fit(points)
-        measured = dict(points)
+        by_chunks = dict(points)
+        measured = {r["size"]: by_chunks[chunks_of(r)] for r in rows if chunks_of(r) in by_chunks}
         cells = []
         for size in sizes:
             row = next((r for r in rows if r["size"] == size), None)
@@ -130,7 +136,7 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
         b = f"{model['b']:.2f}" if model else "–"
         growth = model["growth"] if model else "–"
         if model and is_timing(name) and not comparable_loads(rows, store, [int(n) for n, _ in points]):
-            b, growth = f"({b})", "not comparable: measured under different loads"
+            b, growth = f"({b})", "not comparable: measured under different loads or beside other work"
             cells = [c if "extrap." not in c else "–" for c in cells]
         per_chunk = f"{line(points)[0] * 1024:.2f}" if name.endswith("MiB") and len(points) > 1 else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {b} | {growth} | {per_chunk} |")
@@ -289,7 +295,7 @@ def milvus_components(rows: list[dict[str, Any]]) -> list[str]:
         cells = " | ".join(_cell(v) for _, v in points)
         b, growth = (f"{model['b']:.2f}", model["growth"]) if model else ("–", "–")
         if model and is_timing(name) and not comparable:
-            b, growth = f"({b})", "not comparable: measured under different loads"
+            b, growth = f"({b})", "not comparable: measured under different loads or beside other work"
         per = f"{line(points)[0] * 1024:.2f}" if name.endswith("MiB") and len(points) > 1 else ""
         lines.append(f"| {name} | {cells} | {b} | {growth} | {per} |")
     lines.append(
