@@ -175,7 +175,16 @@ def loads_note(rows: list[dict[str, Any]]) -> str:
         loads = [(r["size"], str(r[f"load_after_{store}"]).split()[0]) for r in rows if f"load_after_{store}" in r]
         if loads:
             parts.append(f"{store} " + ", ".join(f"{n // 1000}k {load}" for n, load in loads))
-    return "1-min load after: " + "; ".join(parts)
+    busy = sorted(
+        {
+            f"{store} {r['size'] // 1000}k"
+            for r in rows
+            for store in ("local", "milvus")
+            if (r.get(store) or {}).get("beside", "nothing").split()[0] not in ("nothing", "")
+        }
+    )
+    note = "\n1-min load after: " + "; ".join(parts)
+    return note + ("\nbeside other work: " + ", ".join(busy) if busy else "")
 
 
 def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
