@@ -255,21 +255,24 @@ def run(args: argparse.Namespace) -> None:
     stores = args.stores.split(",")
     for size in (int(s) for s in args.sizes.split(",")):
         home = work / f"home-{size}"
-        row: dict[str, Any] = {"size": size, "load_before": load_average()}
+        row: dict[str, Any] = {"size": size}
         if not (home / ".built.json").exists():
+            row["load_before"] = load_average()
             row["build"] = child("build", "--home", str(home), "--size", str(size))
             if "killed" in row["build"]:
                 save(results, row)
                 continue
             (home / ".built.json").write_text(json.dumps(row["build"]))
-        else:
+            row["load_after_build"] = load_average()
+        else:  # a home built before: the loads of its build stay those saved with it
             row["build"] = json.loads((home / ".built.json").read_text())
-        row["load_after_build"] = load_average()
         if "local" in stores:
+            row["load_before_local"] = load_average()
             row["local"] = child("measure", "--home", str(home), "--store", "local", "--rounds", str(args.rounds))
             row["load_after_local"] = load_average()
             save(results, row)
         if "milvus" in stores:
+            row["load_before_milvus"] = load_average()
             row["milvus"] = milvus_steps(work / f"milvus-{size}", home, args.rounds)
             row["load_after_milvus"] = load_average()
             save(results, row)
@@ -306,7 +309,8 @@ def save(path: Path, row: dict[str, Any]) -> None:
     old = next((r for r in rows if r["size"] == row["size"]), {})
     for store in ("local", "milvus"):  # a store measured again: the earlier measurement is kept beside it
         if store in old and store in row and old[store] != row[store]:
-            earlier = {"store": store, "load_after": old.get(f"load_after_{store}"), **old[store]}
+            loads = {"load_before": old.get(f"load_before_{store}"), "load_after": old.get(f"load_after_{store}")}
+            earlier = {"store": store, **loads, **old[store]}
             old.setdefault("earlier", []).append(earlier)
     merged = {**old, **row, "earlier": old.get("earlier", [])}
     rows = [r for r in rows if r["size"] != row["size"]] + [merged]

@@ -49,6 +49,11 @@ def predict(model: dict[str, Any], n: float) -> float:
     return float(model["a"] * n ** model["b"])
 
 
+def chunks_of(row: dict[str, Any]) -> float:
+    """The chunks a home was built to (10,299 for a target of 10,000), else the row's size."""
+    return float((row.get("build") or {}).get("chunks") or row["size"])
+
+
 def series(rows: list[dict[str, Any]], get: Getter) -> list[tuple[float, float]]:
     out = []
     for row in rows:
@@ -57,7 +62,7 @@ def series(rows: list[dict[str, Any]], get: Getter) -> list[tuple[float, float]]
         except (KeyError, TypeError):
             value = None
         if value is not None:
-            out.append((float(row["size"]), float(value)))
+            out.append((chunks_of(row), float(value)))
     return out
 
 
@@ -96,8 +101,11 @@ def is_timing(name: str) -> bool:
 
 def comparable_loads(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> bool:
     """Whether the 1-minute load averages after the measurements of ``sizes`` are within a factor of 2."""
-    loads = [float(str(r.get(f"load_after_{store}", "0")).split()[0]) for r in rows if r["size"] in sizes]
-    return bool(loads) and max(loads) <= 2 * max(min(loads), 0.5)
+    measured = [r for r in rows if r["size"] in sizes]
+    loads = [float(str(r.get(f"load_after_{store}", "0")).split()[0]) for r in measured]
+    # what else ran beside a measurement, where it was noted (the load average alone does not show it)
+    beside = {str((r.get(store) or {}).get("beside", "")) for r in measured}
+    return bool(loads) and max(loads) <= 2 * max(min(loads), 0.5) and len(beside) <= 1
 
 
 def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]:
@@ -108,7 +116,8 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
         if not points:
             continue
         model = fit(points)
-        measured = dict(points)
+        by_chunks = dict(points)
+        measured = {r["size"]: by_chunks[chunks_of(r)] for r in rows if chunks_of(r) in by_chunks}
         cells = []
         for size in sizes:
             row = next((r for r in rows if r["size"] == size), None)
@@ -127,7 +136,7 @@ def table(rows: list[dict[str, Any]], store: str, sizes: list[int]) -> list[str]
         b = f"{model['b']:.2f}" if model else "–"
         growth = model["growth"] if model else "–"
         if model and is_timing(name) and not comparable_loads(rows, store, [int(n) for n, _ in points]):
-            b, growth = f"({b})", "not comparable: measured under different loads"
+            b, growth = f"({b})", "not comparable: measured under different loads or beside other work"
             cells = [c if "extrap." not in c else "–" for c in cells]
         per_chunk = f"{line(points)[0] * 1024:.2f}" if name.endswith("MiB") and len(points) > 1 else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {b} | {growth} | {per_chunk} |")
@@ -159,6 +168,25 @@ def ingest_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def loads_note(rows: list[dict[str, Any]]) -> str:
+    """The 1-minute load after each size's measurement, per store, for a chart's title."""
+    parts = []
+    for store in ("local", "milvus"):
+        loads = [(r["size"], str(r[f"load_after_{store}"]).split()[0]) for r in rows if f"load_after_{store}" in r]
+        if loads:
+            parts.append(f"{store} " + ", ".join(f"{n // 1000}k {load}" for n, load in loads))
+    busy = sorted(
+        {
+            f"{store} {r['size'] // 1000}k"
+            for r in rows
+            for store in ("local", "milvus")
+            if (r.get(store) or {}).get("beside", "nothing").split()[0] not in ("nothing", "")
+        }
+    )
+    note = "\n1-min load after: " + "; ".join(parts)
+    return note + ("\nbeside other work: " + ", ".join(busy) if busy else "")
+
+
 def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
     import matplotlib
 
@@ -170,12 +198,12 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[str]:
     panels = [
         (
             "scaling-lookup.png",
-            "lookup latency (ms): 10k quiet; 100k under load 3.5 (local), 10 (Milvus)",
+            f"lookup latency (ms): {loads_note(rows)}",
             [(st, n) for st in both for n in ("lookup p50 ms", "lookup p95 ms", "dense search p50 ms", "bm25 p50 ms")],
         ),
         (
             "scaling-startup.png",
-            "start-up (s): 10k quiet; 100k under load 5-7 (local), 10 (Milvus)",
+            f"start-up (s): {loads_note(rows)}",
             [(st, "start-up s") for st in both],
         ),
         (
@@ -247,6 +275,46 @@ COMPONENT_QUANTITIES: dict[str, Getter] = {
 }
 
 
+MILVUS_COMPONENT_QUANTITIES: dict[str, Getter] = {
+    "fill vectors/s": lambda r: r["vectors_per_s"],
+    "fill s": lambda r: r["fill_s"],
+    "flush and index s": lambda r: r["flush_index_s"],
+    "server RSS idle MiB": lambda r: r["server_idle_rss_mib"],
+    "server RSS after fill MiB": lambda r: r["server_rss_after_fill_mib"],
+    "server RSS after index MiB": lambda r: r["server_rss_after_index_mib"],
+    "server RSS after searches MiB": lambda r: r["server_rss_after_search_mib"],
+    "server disk MiB": lambda r: r["server_disk_mib"],
+    "vector search top 50 p50 ms": lambda r: r["vector_search"]["p50_ms"],
+    "vector search top 50 p95 ms": lambda r: r["vector_search"]["p95_ms"],
+    "vector search, 2 of 8 categories, p50 ms": lambda r: r["vector_search_filtered"]["p50_ms"],
+    "vector search, 2 of 8 categories, p95 ms": lambda r: r["vector_search_filtered"]["p95_ms"],
+}
+
+
+def milvus_components(rows: list[dict[str, Any]]) -> list[str]:
+    """The vector store alone on a Milvus server (``scaling_components.py --milvus``): a table with fits."""
+    sizes = [r["size"] for r in rows]
+    loads = [float(str(r["load_after"]).split()[0]) for r in rows]
+    comparable = max(loads) <= 2 * max(min(loads), 0.5)
+    lines = ["| quantity | " + " | ".join(f"{s:,}" for s in sizes) + " | exponent b | growth | KB per vector (line) |"]
+    lines.append("|---|" + "---:|" * len(sizes) + "---:|---|---:|")
+    for name, get in MILVUS_COMPONENT_QUANTITIES.items():
+        points = series(rows, get)
+        model = fit(points)
+        cells = " | ".join(_cell(v) for _, v in points)
+        b, growth = (f"{model['b']:.2f}", model["growth"]) if model else ("–", "–")
+        if model and is_timing(name) and not comparable:
+            b, growth = f"({b})", "not comparable: measured under different loads or beside other work"
+        per = f"{line(points)[0] * 1024:.2f}" if name.endswith("MiB") and len(points) > 1 else ""
+        lines.append(f"| {name} | {cells} | {b} | {growth} | {per} |")
+    lines.append(
+        "| load average before / after (1 min) | "
+        + " | ".join(f"{str(r['load_before']).split()[0]} / {str(r['load_after']).split()[0]}" for r in rows)
+        + " | | | |"
+    )
+    return lines
+
+
 def components(rows: list[dict[str, Any]], folder: Path) -> list[str]:
     """The component benchmark (``scaling_components.py``): a table with fits, and one chart."""
     import matplotlib
@@ -295,5 +363,8 @@ def report(results: Path, folder: Path) -> str:
     parts = results.with_name("scaling-components.json")
     if parts.exists():
         out += ["## Components", "", *components(json.loads(parts.read_text()), folder), ""]
+    served = results.with_name("scaling-components-milvus.json")
+    if served.exists():
+        out += ["## Vector store alone on a Milvus server", "", *milvus_components(json.loads(served.read_text())), ""]
     out += ["Charts: " + ", ".join(charts(rows, folder))]
     return "\n".join(out)
