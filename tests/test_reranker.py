@@ -179,3 +179,22 @@ def test_settings_name_what_is_wrong(tmp_path):
     shown = Settings(home=tmp_path, reranker_url="http://user:pw@127.0.0.1:9/rerank").describe()
     assert shown["reranker_url"] == "http://user:***@127.0.0.1:9/rerank"
     assert HttpReranker(url="http://user:pw@127.0.0.1:9/rerank").name == "http://user:***@127.0.0.1:9/rerank"
+
+
+def test_an_evaluation_compares_configurations_with_and_without_the_reranker(tmp_path, stub):
+    from kbseek.evaluation.cases import load_cases
+    from kbseek.evaluation.runner import evaluate
+
+    dataset = load_cases(EXAMPLES / "eval" / "golden-cases.json", split="dev")
+    result = evaluate(
+        dataset,
+        policies=["hybrid"],
+        configs=[("plain", {}), ("reranked", {"reranker_url": url_of(stub)})],
+        cache_root=tmp_path / "cache",
+        base=Settings(home=tmp_path / "base", embedder="none"),
+    )
+    plain, reranked = result["runs"]
+    assert (plain["name"], reranked["name"]) == ("hybrid/plain", "hybrid/reranked")
+    asked = dataset.queries + dataset.unanswerable
+    assert len(stub.state["requests"]) == len(asked)  # every question of the second run, none of the first
+    assert "ERR_TIMEOUT 怎么排查" in {r["body"]["query"] for r in stub.state["requests"]}

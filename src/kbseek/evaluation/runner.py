@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,10 @@ from kbseek.errors import DatasetError
 from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
 from kbseek.evaluation.replay import replay_retriever
 from kbseek.evaluation.retrievers import Retriever, ToolRetriever, is_answer_policy
+from kbseek.lookup.tool import IndexRecall
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
+from kbseek.wiring import load_reranker
 
 DEFAULT_K = (1, 3, 5, 10)
 # What LookupConfig reads (plus the log level): configurations differing only in these share a knowledge base.
@@ -225,6 +227,8 @@ def evaluate(
                 kb = open_dataset_kb(dataset, settings)
                 timings[f"build:{config_name}"] = round(time.perf_counter() - started, 3)
             tool = kb.lookup_tool.with_settings(settings)
+            if isinstance(tool.recall, IndexRecall):  # the reranker belongs to the recall, not the configuration
+                tool = replace(tool, recall=replace(tool.recall, reranker=load_reranker(settings)))
             retrieve = ToolRetriever(tool) if fixture is None else replay_retriever(tool, dataset, fixture)
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
