@@ -32,7 +32,7 @@ def post_json(url: str, payload: Any, *, api_key: str = "", timeout: float) -> A
     except urllib.error.HTTPError as exc:
         exc.close()
         raise HttpJsonError(f"{shown} answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # URLError and timeouts are OSErrors; ValueError: a malformed URL
         reason = getattr(exc, "reason", exc)
         raise HttpJsonError(f"{shown} failed: {redact(str(reason)) or type(exc).__name__}") from exc
     if len(body) > MAX_RESPONSE_BYTES:

@@ -67,11 +67,10 @@ class HttpReranker:
         texts = [p[:PASSAGE_CHARS] for p in passages]
         try:
             scores = _scores(self._post(query, texts), len(texts))
-        except (HttpJsonError, RerankError) as exc:
-            why = str(exc) if isinstance(exc, HttpJsonError) else exc.message
+        except RerankError as exc:
             with self._lock:
-                self._failed = (self.clock(), why)
-            raise RerankError(f"reranker {why}" if isinstance(exc, HttpJsonError) else why) from exc
+                self._failed = (self.clock(), exc.message)
+            raise
         with self._lock:
             self._failed = None
         return scores
@@ -81,7 +80,10 @@ class HttpReranker:
             payload: dict[str, Any] = {"query": query, "texts": texts, "truncate": True}
         else:
             payload = {"model": self.model, "query": query, "documents": texts, "top_n": len(texts)}
-        return post_json(self.url, payload, api_key=self.api_key, timeout=self.timeout)
+        try:
+            return post_json(self.url, payload, api_key=self.api_key, timeout=self.timeout)
+        except HttpJsonError as exc:
+            raise RerankError(f"reranker {exc}") from exc
 
 
 def _scores(reply: Any, count: int) -> list[float]:
@@ -100,7 +102,7 @@ def _scores(reply: Any, count: int) -> list[float]:
             raise RerankError(f"reranker reply gives passage {index} the score {score!r}, not a finite number")
         scores[index] = float(score)
     given = [s for s in scores if s != -math.inf]
-    if not given and count:
+    if not given:
         raise RerankError("reranker reply scores no passage")
-    floor = min(given, default=0.0) - 1.0
+    floor = min(given) - 1.0
     return [s if s != -math.inf else floor for s in scores]

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import re
 
+_ENDS = r"[；;？?。！!\n]+"
+_NEXT_REQUEST_ZH = "并且|而且|以及|同时|然后|之后再|另外|此外|接着"  # connectives that start another request
+_NEXT_REQUEST_EN = "and then|and also|as well as"
 _SPLIT = re.compile(
-    r"[；;？?。！!\n]+|[，,](?!\d)|"
-    r"(?:并且|而且|以及|同时|然后|之后再|另外|此外|接着|再说|还有)|"
-    r"\s+(?:and then|and also|then|also|as well as|plus|and)\s+",
+    rf"{_ENDS}|[，,](?!\d)|(?:{_NEXT_REQUEST_ZH}|再说|还有)|\s+(?:{_NEXT_REQUEST_EN}|then|also|plus|and)\s+",
     re.IGNORECASE,
 )
-# Between questions: sentence ends and the connectives that start another request, never a bare comma (a comma
-# mostly adds context to the same request: "CPU 持续偏高，除了当场救火，根治层面要做哪些事情")
-_QUESTION_SPLIT = re.compile(
-    r"[；;？?。！!\n]+|(?:并且|而且|以及|同时|然后|之后再|另外|此外|接着)|\s+(?:and then|and also|as well as)\s+",
-    re.IGNORECASE,
-)
+# Between questions: sentence ends and those connectives, never a bare comma (a comma mostly adds context to the
+# same request: "CPU 持续偏高，除了当场救火，根治层面要做哪些事情")
+_QUESTION_SPLIT = re.compile(rf"{_ENDS}|(?:{_NEXT_REQUEST_ZH})|\s+(?:{_NEXT_REQUEST_EN})\s+", re.IGNORECASE)
 MIN_CLAUSE_CHARS = 4  # a clause shorter than this joins its neighbour: "和" alone splits nothing
 
 

@@ -19,11 +19,12 @@ def passage(hit: Hit) -> str:
 
 
 def reranked(reranker: Reranker, query: str, hits: list[Hit]) -> tuple[list[Hit], str]:
-    """The first ``reranker.depth`` hits in the reranker's order (ties keep the fused order), the rest after them,
-    each reranked hit carrying a ``rerank`` lane score; and the note for the result."""
+    """Of ``hits`` (at least one), the first ``reranker.depth`` in the reranker's order (ties keep the fused
+    order) and the rest after them, each reranked hit carrying a ``rerank`` lane score; and the note for the
+    result."""
     head = hits[: reranker.depth]
     try:
-        scores = reranker.rerank(query, [passage(h) for h in head]) if head else []
+        scores = reranker.rerank(query, [passage(h) for h in head])
     except RerankError as exc:
         log.warning("%s (%s): the fused ranking is kept", UNAVAILABLE, exc.message)
         return hits, f"{UNAVAILABLE} ({exc.message}): the fused ranking is kept"
