@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from support import doc
 
 from kbseek.maintenance.doctor import doctor
 from kbseek.maintenance.reindex import reindex
+from kbseek.ports import VectorRecord
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -138,3 +140,32 @@ def test_doctor_repairs_drift_and_reindex_rewrites_every_vector(server_settings)
         assert doctor(kb, fix=False)["ok"]
     finally:
         kb.close()
+
+
+def test_a_collection_another_worker_has_made_but_not_yet_indexed_opens(milvus_server):
+    """Two workers opening one server at once: the first has made the collection and not yet its index when the
+    second looks. The second must finish the job rather than fail on loading an unindexed collection (seen in CI:
+    "index not found"), and the first's index call, now a duplicate, must not fail either."""
+    from pymilvus import MilvusClient
+
+    from kbseek.adapters.vectors_milvus import MilvusVectorStore, collection_name, collection_schema
+
+    client = MilvusClient(uri=milvus_server.uri)
+    name = collection_name("half-made", 4)
+    try:
+        client.drop_collection(name)
+        client.create_collection(name, schema=collection_schema(client, 4))  # no index, not loaded
+        assert not client.list_indexes(name, field_name="vector")
+        second = MilvusVectorStore(uri=milvus_server.uri, dim=4, model_id="half-made")
+        first = MilvusVectorStore(uri=milvus_server.uri, dim=4, model_id="half-made")  # finds the index made
+        try:
+            assert client.list_indexes(name, field_name="vector")
+            unit = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+            second.upsert([VectorRecord("c1", unit, "d1", "ops", "a.md", "a.md", 0, 1, "t", "t")])
+            assert [hit.chunk_id for hit in first.search(unit, top_k=1)] == ["c1"]
+        finally:
+            first.close()
+            second.close()
+    finally:
+        client.drop_collection(name)
+        client.close()

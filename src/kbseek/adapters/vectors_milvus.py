@@ -47,6 +47,24 @@ def collection_name(model_id: str, dim: int) -> str:
     return f"kbseek_{slug}_{dim}"[:255]
 
 
+def collection_schema(client: Any, dim: int) -> Any:
+    """The fields of kbseek's collection: the chunk id, its vector and the metadata searches filter and show."""
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+    schema.add_field("document_id", DataType.VARCHAR, max_length=64)
+    schema.add_field("category", DataType.VARCHAR, max_length=256)
+    schema.add_field("_source", DataType.VARCHAR, max_length=VARCHAR)
+    schema.add_field("_file_name", DataType.VARCHAR, max_length=512)
+    schema.add_field("chunkIndex", DataType.INT64)
+    schema.add_field("totalChunks", DataType.INT64)
+    schema.add_field("title", DataType.VARCHAR, max_length=VARCHAR)
+    schema.add_field("breadcrumb", DataType.VARCHAR, max_length=VARCHAR)
+    return schema
+
+
 def string_literal(value: str) -> str:
     """A Milvus expression string literal: the value can never end the string early.
 
@@ -103,7 +121,7 @@ class MilvusVectorStore:
 
     def __init__(self, *, uri: str, dim: int, model_id: str, token: str = "", create: bool = True) -> None:
         try:
-            from pymilvus import DataType, MilvusClient
+            from pymilvus import MilvusClient
         except ImportError as exc:  # pragma: no cover - installed with kbseek
             raise StorageError(
                 "pymilvus is not installed", hint="pip install 'pymilvus==3.0.2' 'milvus-lite[chinese]==3.2.2'"
@@ -143,23 +161,7 @@ class MilvusVectorStore:
                     _lite_reason(uri, caught, exc) if lite else f"Milvus at {uri} is not usable: {exc}"
                 ) from None
         try:
-            if not self._client.has_collection(self.collection):
-                if not create:
-                    raise StorageError(f"Milvus at {uri} has no collection {self.collection}")
-                schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
-                schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
-                schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
-                schema.add_field("document_id", DataType.VARCHAR, max_length=64)
-                schema.add_field("category", DataType.VARCHAR, max_length=256)
-                schema.add_field("_source", DataType.VARCHAR, max_length=VARCHAR)
-                schema.add_field("_file_name", DataType.VARCHAR, max_length=512)
-                schema.add_field("chunkIndex", DataType.INT64)
-                schema.add_field("totalChunks", DataType.INT64)
-                schema.add_field("title", DataType.VARCHAR, max_length=VARCHAR)
-                schema.add_field("breadcrumb", DataType.VARCHAR, max_length=VARCHAR)
-                index = self._client.prepare_index_params()
-                index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-                self._client.create_collection(self.collection, schema=schema, index_params=index)
+            self._ensure_collection(create)
             self._client.load_collection(self.collection)
         except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
             if lite:
@@ -321,6 +323,28 @@ class MilvusVectorStore:
                 self._hang_up(self._client)
                 raise StorageError(self._away.message()) from None
             raise StorageError(f"Milvus {what} failed: {exc}") from exc
+
+    def _ensure_collection(self, create: bool) -> None:
+        """The collection and its vector index, made if missing. Several workers may open one server at the same
+        moment: a collection another worker has just made may have no index yet (loading it fails), and a create
+        that lost the race fails though the collection exists, so each step is checked again after it fails."""
+        client, name = self._client, self.collection
+        if not client.has_collection(name):
+            if not create:
+                raise StorageError(f"Milvus at {self.uri} has no collection {name}")
+            try:
+                client.create_collection(name, schema=collection_schema(client, self.dim))
+            except Exception:
+                if not client.has_collection(name):
+                    raise
+        if create and not client.list_indexes(name, field_name="vector"):
+            index = client.prepare_index_params()
+            index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
+            try:
+                client.create_index(name, index)
+            except Exception:
+                if not client.list_indexes(name, field_name="vector"):
+                    raise
 
     def _answers(self) -> bool:
         try:
