@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ from kbseek.evaluation.cases import load_cases
 from kbseek.evaluation.datasets import cache_home, open_dataset_kb
 from kbseek.evaluation.replay import FixtureRecall, record, replay_retriever
 from kbseek.evaluation.runner import evaluate, report, run_policy
+from kbseek.retrieval import recall as retrieval
+from kbseek.retrieval.ranking import DEPTH as RANKED_DEPTH
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -184,3 +187,24 @@ def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
             name="deep",
             overrides={},
         )
+
+
+def test_the_section_ranker_replays_as_it_ranks_live_and_only_reorders_within_documents(live, recorded, cache):
+    """The section ranker (off by default) reads only the fused hits, so a replay of recorded lanes ranks as the
+    live recall does; it moves sections inside their documents and never changes which document holds a place."""
+    kb, fixture = recorded
+    on = {"learned_ranker": True}
+    ranked = evaluate(DATASET, policies=["hybrid"], configs=[("on", on)], cache_root=cache, base=BASE)["runs"][0]
+    replayed = as_report_run(kb, fixture, "hybrid", **on)
+    assert [q["ranking"] for q in replayed["per_query"]] == [q["ranking"] for q in ranked["per_query"]]
+    moved = sum(a["ranking"] != b["ranking"] for a, b in zip(ranked["per_query"], live["hybrid"]["per_query"]))
+    assert moved > 0  # the ranker ran
+    config = kb.lookup_tool.config.fusion
+    for case in DATASET.queries[:30]:
+        fused = retrieval.search(kb.indexes, case.text, top_k=RANKED_DEPTH, config=config).hits
+        reordered = retrieval.search(
+            kb.indexes, case.text, top_k=RANKED_DEPTH, config=replace(config, learned_ranker=True)
+        ).hits
+        assert [h.chunk.document_id for h in reordered] == [h.chunk.document_id for h in fused]
+        assert sorted(h.chunk.id for h in reordered) == sorted(h.chunk.id for h in fused)
+        assert [h.rank for h in reordered] == list(range(1, len(fused) + 1))

@@ -202,6 +202,9 @@ class Settings(BaseSettings):
     weight_dense_clauses: float = Field(default=0.5, ge=0, le=10)
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
+    learned_ranker: bool = Field(
+        default=False, description="Reorder the first 20 fused hits by the embedder's fitted section ranker"
+    )
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
     reranker_url: str = Field(
         default="", description="A reranker endpoint (e.g. http://127.0.0.1:8080/rerank); empty = no reranker"

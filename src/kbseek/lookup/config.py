@@ -25,6 +25,7 @@ def fusion_config(settings: Settings) -> FusionConfig:
         rrf_k=settings.rrf_k,
         lane_depth=settings.lane_depth,
         method=settings.fusion,
+        learned_ranker=settings.learned_ranker,
         weights={
             "bm25": settings.weight_bm25,
             "dense": settings.weight_dense,

@@ -21,13 +21,18 @@ from kbseek.core.clauses import cjk_share
 from kbseek.core.fusion import Fused, document_prior, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
+from kbseek.core.ranker import RankerModel
+from kbseek.core.ranker import model_for as ranker_model_for
 from kbseek.core.results import CategoryFilter, Hit, LaneScore, RecallResult
 from kbseek.errors import QueryError
 from kbseek.observability.logs import request_scope
 from kbseek.ports import Reranker
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.lanes import DEFAULT_WEIGHTS, LANE_NAMES, SCORE_LABELS, LaneQuery, dense_lane, run_lanes
+from kbseek.retrieval.ranking import DEPTH as RANKED_DEPTH
+from kbseek.retrieval.ranking import section_order
 from kbseek.retrieval.reranking import reranked
+from kbseek.retrieval.vectors import DenseIndex
 
 __all__ = ["POLICIES", "FusionConfig", "dense_lane", "fuse", "lookup", "search"]
 
@@ -50,6 +55,7 @@ class FusionConfig:
     # (0.2 measured best on the golden dev split: English 0.54 -> 0.63 nDCG@10, alert lines unchanged; 1 is off)
     cross_language: float = 0.2
     document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
+    learned_ranker: bool = False  # each document's sections reordered by the embedder's section ranker (core.ranker)
 
     def __post_init__(self) -> None:
         # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
@@ -124,7 +130,13 @@ def _recall(
     started = time.perf_counter()
     config, note = language_weighted(indexes, query, raw.get("dense"), config)
     notes.extend([note] if note else [])
-    hits = fuse(indexes, lanes, raw, config, max(top_k, reranker.depth) if reranker else top_k)
+    ranker = ranker_for(
+        config, policy, indexes.dense.embedder.model_id if isinstance(indexes.dense, DenseIndex) else None
+    )
+    depth = max(top_k, reranker.depth if reranker else 0, RANKED_DEPTH if ranker else 0)
+    hits = fuse(indexes, lanes, raw, config, depth)
+    if ranker is not None and "dense" in lanes:
+        hits = section_order(indexes, query, hits, ranker)
     timings["fusion"] = _ms(started, time.perf_counter())
     if reranker is not None and hits:
         started = time.perf_counter()
@@ -161,6 +173,12 @@ def fuse(
         }
         hits.append(Hit(rank, score, chunk, indexes.documents[chunk.document_id].title, lane_scores))
     return hits
+
+
+def ranker_for(config: FusionConfig, policy: str, embedder_id: str | None) -> RankerModel | None:
+    """The section ranker fitted for the dense lane's embedder, when the configuration asks for it in a hybrid
+    recall (``kbseek.core.ranker``)."""
+    return ranker_model_for(embedder_id) if config.learned_ranker and policy == "hybrid" else None
 
 
 WORD_LANES = ("bm25", "l0", "clauses")  # lanes that match words (the section lane matches purposes across languages)
