@@ -203,7 +203,7 @@ class Settings(BaseSettings):
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     learned_ranker: bool = Field(
-        default=False, description="Reorder the first 20 fused hits by the embedder's fitted section ranker"
+        default=False, description="Reorder each recalled document's sections by the embedder's fitted section ranker"
     )
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
     reranker_url: str = Field(

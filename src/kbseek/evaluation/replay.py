@@ -30,8 +30,6 @@ from kbseek.observability.logs import current_request_id
 from kbseek.ports import VectorHit
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.ranking import DEPTH as RANKED_DEPTH
-from kbseek.retrieval.ranking import section_order
 from kbseek.service import KnowledgeBase
 
 FORMAT = 1
@@ -152,12 +150,11 @@ class FixtureRecall:
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
         fusion, _ = retrieval.language_weighted(self.indexes, clean_query(query), raw.get("dense"), config.fusion)
-        ranker = retrieval.ranker_for(fusion, policy, self.embedder_id)
-        depth = max(top_k, RANKED_DEPTH) if ranker else top_k
-        hits = retrieval.fuse(self.indexes, lanes, raw, fusion, depth) if any(lanes.values()) else []
-        if ranker is not None and "dense" in lanes:  # as the live recall orders the sections
-            hits = section_order(self.indexes, query, hits, ranker)
-        hits = hits[:top_k]
+        hits = (
+            retrieval.ranked_fusion(self.indexes, query, lanes, raw, fusion, policy, self.embedder_id, top_k)
+            if any(lanes.values())
+            else []
+        )
         return RecallResult(
             query=query,
             request_id=current_request_id(),

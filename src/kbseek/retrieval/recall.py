@@ -130,13 +130,10 @@ def _recall(
     started = time.perf_counter()
     config, note = language_weighted(indexes, query, raw.get("dense"), config)
     notes.extend([note] if note else [])
-    ranker = ranker_for(
-        config, policy, indexes.dense.embedder.model_id if isinstance(indexes.dense, DenseIndex) else None
+    embedder_id = indexes.dense.embedder.model_id if isinstance(indexes.dense, DenseIndex) else None
+    hits = ranked_fusion(
+        indexes, query, lanes, raw, config, policy, embedder_id, max(top_k, reranker.depth if reranker else 0)
     )
-    depth = max(top_k, reranker.depth if reranker else 0, RANKED_DEPTH if ranker else 0)
-    hits = fuse(indexes, lanes, raw, config, depth)
-    if ranker is not None and "dense" in lanes:
-        hits = section_order(indexes, query, hits, ranker)
     timings["fusion"] = _ms(started, time.perf_counter())
     if reranker is not None and hits:
         started = time.perf_counter()
@@ -175,10 +172,24 @@ def fuse(
     return hits
 
 
-def ranker_for(config: FusionConfig, policy: str, embedder_id: str | None) -> RankerModel | None:
-    """The section ranker fitted for the dense lane's embedder, when the configuration asks for it in a hybrid
-    recall (``kbseek.core.ranker``)."""
-    return ranker_model_for(embedder_id) if config.learned_ranker and policy == "hybrid" else None
+def ranked_fusion(
+    indexes: Indexes,
+    query: str,
+    lanes: dict[str, list[str]],
+    raw: dict[str, dict[str, float]],
+    config: FusionConfig,
+    policy: str,
+    embedder_id: str | None,
+    top_k: int,
+) -> list[Hit]:
+    """:func:`fuse`, then each document's sections in the order of the embedder's section ranker when the
+    configuration asks for it in a hybrid recall (``kbseek.core.ranker``); the live recall and a replay both rank
+    through it."""
+    ranker: RankerModel | None = None
+    if config.learned_ranker and policy == "hybrid" and "dense" in lanes:
+        ranker = ranker_model_for(embedder_id)
+    hits = fuse(indexes, lanes, raw, config, max(top_k, RANKED_DEPTH) if ranker else top_k)
+    return section_order(indexes, query, hits, ranker)[:top_k] if ranker else hits
 
 
 WORD_LANES = ("bm25", "l0", "clauses")  # lanes that match words (the section lane matches purposes across languages)
