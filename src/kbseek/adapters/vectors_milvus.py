@@ -162,7 +162,7 @@ class MilvusVectorStore:
                 ) from None
         try:
             self._ensure_collection(create)
-            self._client.load_collection(self.collection)
+            self._load(lite and create)
         except Exception as exc:  # pymilvus raises many types; the caller decides on fallback
             if lite:
                 with _LITE_LOCK:
@@ -323,6 +323,27 @@ class MilvusVectorStore:
                 self._hang_up(self._client)
                 raise StorageError(self._away.message()) from None
             raise StorageError(f"Milvus {what} failed: {exc}") from exc
+
+    def _load(self, rebuild: bool) -> None:
+        """Load the collection. A Milvus Lite process killed while it wrote an index file leaves that file cut
+        short, and every later load fails on it; the vectors are copies (the embedding cache and the database hold
+        what they are made of), so a Lite collection that cannot load is dropped and made again (``rebuild``), and
+        the dense lane's first sync writes every vector back from the cache. A server's collection is never
+        dropped: other processes may be using it."""
+        try:
+            self._client.load_collection(self.collection)
+        except Exception as exc:
+            if not rebuild:
+                raise
+            log.warning(
+                "the Milvus Lite collection %s could not be loaded (%s): it is made again, and its vectors are "
+                "written back from the embedding cache",
+                self.collection,
+                _short(exc),
+            )
+            self._client.drop_collection(self.collection)
+            self._ensure_collection(True)
+            self._client.load_collection(self.collection)
 
     def _ensure_collection(self, create: bool) -> None:
         """The collection and its vector index, made if missing. Several workers may open one server at the same
