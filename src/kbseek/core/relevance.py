@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from kbseek.core.answerability import Model, model_for
+from kbseek.core.answerability import LEXICAL, Model, model_for
 
 PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED = "PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED"
 LEVELS = (PRECISE, HIGHLY_RELEVANT, REFERENCE, DEDUPED)
@@ -40,6 +40,7 @@ class Thresholds:
     gap_low: float = 0.0
     source: str = "default"  # where the numbers came from
     answerability: Model | None = None  # the question-level gate fitted for the model (``core.answerability``)
+    lexical_answerability: Model | None = None  # the gate of a recall without dense scores (the lexical policy)
 
     def __post_init__(self) -> None:
         if not (
@@ -75,12 +76,13 @@ def thresholds_for(
     model's fitted answerability gate unless ``answerability`` is off (``cut``: a knowledge base's own cut for it)."""
     base = CALIBRATED.get(model_id or "", LEXICAL_ONLY)
     model = model_for(model_id) if answerability else None
+    lexical = model_for(LEXICAL) if answerability else None
     if model is not None and cut is not None:
         model = replace(model, cut=cut)
     if not overrides:
-        return base if model is None else replace(base, answerability=model)
+        return replace(base, answerability=model, lexical_answerability=lexical)
     values = {name: getattr(base, name) for name in FIELDS} | overrides
-    return Thresholds(**values, source="configured", answerability=model)
+    return Thresholds(**values, source="configured", answerability=model, lexical_answerability=lexical)
 
 
 def level(similarity: float | None, gap: float, coverage: float, l0: str, t: Thresholds) -> str | None:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,7 +99,9 @@ def question_signals(
 ) -> Signals:
     """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training)."""
     cleaned = clean_query(query)
-    coverage = indexes.bm25.coverage(indexes.analyzer.tokens(cleaned), [h.chunk.id for h in hits])
+    tokens = indexes.analyzer.tokens(cleaned)
+    coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
+    ideal = sum(n * indexes.bm25.idf(t) for t, n in Counter(tokens).items())  # each word matched at its full IDF
     return signals(
         [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits],
         [h.chunk.document_id for h in hits],
@@ -107,6 +110,8 @@ def question_signals(
         reference=reference,
         names=identifiers(cleaned),
         l0=bool(l0_status(hint)),
+        bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
+        ideal=ideal,
     )
 
 
@@ -134,11 +139,13 @@ def levelled(
     for hit, sim in zip(hits, sims):
         gap = sim - reference if sim is not None and reference is not None else 0.0
         levels.append(level(sim, gap, coverage[hit.chunk.id], l0.get(hit.chunk.document_id, "none"), t))
-    if t.answerability is not None:
+    # the embedder's model reads the dense lane's cosines: a recall without them (the lexical policy) has its own
+    gate = t.answerability if any(sim is not None for sim in sims) else t.lexical_answerability
+    if gate is not None:
         # the model judges the question (it was fitted on near-topic and off-topic negatives alike); the per-hit
         # thresholds only label. As a second gate they refused half the answerable paraphrases (docs/evaluation.md)
         found = question_signals(indexes, query, hits, hint, reference)
-        if t.answerability.probability(found) < t.answerability.cut:
+        if gate.probability(found) < gate.cut:
             return []
     elif all(lvl is None for lvl in levels):
         return []
