@@ -202,6 +202,12 @@ class Settings(BaseSettings):
     weight_dense_clauses: float = Field(default=0.5, ge=0, le=10)
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
+    lexicon_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="BM25: a term of the same meaning (bundled operations lexicon) counts this much of a query term",
+    )
     learned_ranker: bool = Field(
         default=False, description="Reorder each recalled document's sections by the embedder's fitted section ranker"
     )

@@ -14,7 +14,7 @@ import math
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,11 +124,12 @@ class BM25Index:
         k: int = 10,
         groups: Iterable[str] | None = None,
         only: Iterable[str] | None = None,
+        extra: Mapping[str, float] | None = None,
     ) -> list[LexicalHit]:
         """The ``k`` best chunks with a positive score, best first; ``groups`` and ``only`` (chunk ids)
-        restrict them."""
+        restrict them, ``extra`` adds terms at a weight of their own (``scores``)."""
         with self._lock:
-            scores = self.scores(tokens)
+            scores = self.scores(tokens, extra=extra)
             if scores is None:
                 return []
             if only is not None:
@@ -146,8 +147,9 @@ class BM25Index:
             order = sorted(candidates.tolist(), key=lambda s: (-scores[s], self._ids[s]))
             return [LexicalHit(self._ids[s], float(scores[s])) for s in order]  # type: ignore[arg-type]
 
-    def scores(self, tokens: Sequence[str]) -> np.ndarray | None:
-        """BM25 score of every slot (dead slots score 0), or ``None`` when nothing matches."""
+    def scores(self, tokens: Sequence[str], *, extra: Mapping[str, float] | None = None) -> np.ndarray | None:
+        """BM25 score of every slot (dead slots score 0), or ``None`` when nothing matches. ``extra`` terms count
+        their weight each (a query token counts 1 per repeat): the expansions of ``core.lexicon``."""
         with self._lock:
             alive = len(self._slot)
             if not alive or not tokens:
@@ -157,7 +159,10 @@ class BM25Index:
             norm = None
             scores = np.zeros(len(self._ids), dtype=np.float32)
             matched = False
-            for term, repeats in Counter(tokens).items():
+            weights: dict[str, float] = dict(Counter(tokens))
+            for term, weight in (extra or {}).items():
+                weights.setdefault(term, weight)
+            for term, repeats in weights.items():
                 postings = self._postings.get(term)
                 if postings is None:
                     continue

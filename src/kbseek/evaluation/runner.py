@@ -49,6 +49,7 @@ QUERY_TIME_SETTINGS = frozenset(
         "weight_dense_clauses",
         "weight_section",
         "weight_clauses",
+        "lexicon_weight",
         "lane_depth",
         "answer_budget_chars",
         "answer_per_document",

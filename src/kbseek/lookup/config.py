@@ -26,6 +26,7 @@ def fusion_config(settings: Settings) -> FusionConfig:
         lane_depth=settings.lane_depth,
         method=settings.fusion,
         learned_ranker=settings.learned_ranker,
+        lexicon_weight=settings.lexicon_weight,
         weights={
             "bm25": settings.weight_bm25,
             "dense": settings.weight_dense,

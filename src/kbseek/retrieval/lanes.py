@@ -17,7 +17,9 @@ import numpy as np
 from kbseek.core.clauses import clauses, questions
 from kbseek.core.fusion import l0_lane
 from kbseek.core.keywords import KeywordHint
+from kbseek.core.lexicon import BUNDLED, Lexicon
 from kbseek.core.relevance import GAP_RANK
+from kbseek.core.rewrite import load_synonyms
 from kbseek.core.section_roles import heading_roles, query_roles
 from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval.indexes import Indexes
@@ -38,6 +40,7 @@ class LaneQuery:
     only: frozenset[str] | None
     l0_chunks_per_document: int = 2
     weights: dict[str, float] = field(default_factory=dict)  # a lane weighted 0 does not run
+    lexicon_weight: float = 0.0  # the BM25 lane's weight of each term the lexicon adds (0: none added)
     earlier: list[LaneResult] = field(default_factory=list)  # the lanes run so far, for lanes that rerank them
 
     @property
@@ -82,9 +85,24 @@ def bm25_lane(indexes: Indexes, q: LaneQuery) -> LaneResult:
         if q.only is None
         else [c for d in q.only if d in indexes.documents for c in indexes.documents[d].chunk_ids]
     )
-    found = indexes.bm25.search(q.tokens, k=q.depth, groups=q.groups, only=chunk_ids)
+    extra = lexicon_of(indexes).expansions(q.query, q.tokens, q.lexicon_weight) if q.lexicon_weight else None
+    found = indexes.bm25.search(q.tokens, k=q.depth, groups=q.groups, only=chunk_ids, extra=extra)
     ids = [h.chunk_id for h in found]
     return LaneResult("bm25", ids, {h.chunk_id: h.score for h in found}, {"bm25": _ms(started)})
+
+
+_LEXICONS: dict[str, Lexicon] = {}
+
+
+def lexicon_of(indexes: Indexes) -> Lexicon:
+    """The bundled lexicon analysed by this knowledge base's analyser (its dictionary changes the tokens)."""
+    version = indexes.analyzer.version
+    lexicon = _LEXICONS.get(version)
+    if lexicon is None:
+        if len(_LEXICONS) > 16:
+            _LEXICONS.clear()
+        lexicon = _LEXICONS[version] = Lexicon(load_synonyms(BUNDLED), indexes.analyzer.tokens)
+    return lexicon
 
 
 def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:

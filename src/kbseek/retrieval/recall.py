@@ -56,14 +56,15 @@ class FusionConfig:
     cross_language: float = 0.2
     document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
     learned_ranker: bool = False  # each document's sections reordered by the embedder's section ranker (core.ranker)
+    lexicon_weight: float = 0.0  # the BM25 lane's terms of the same meaning (core.lexicon), per term; 0 is off
 
     def __post_init__(self) -> None:
         # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
         object.__setattr__(self, "weights", {**DEFAULT_WEIGHTS, **self.weights})
         if self.method not in FUSION_METHODS:
             raise ValueError(f"fusion method {self.method!r} is not one of {', '.join(FUSION_METHODS)}")
-        if not 0 <= self.cross_language <= 1 or self.document_prior < 0:
-            raise ValueError("0 <= cross_language <= 1 and document_prior >= 0 are required")
+        if not 0 <= self.cross_language <= 1 or self.document_prior < 0 or not 0 <= self.lexicon_weight <= 1:
+            raise ValueError("0 <= cross_language <= 1, document_prior >= 0 and 0 <= lexicon_weight <= 1 are required")
         if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
             raise ValueError("rrf_k >= 0, lane_depth >= 1 and l0_chunks_per_document >= 1 are required")
         for lane, weight in self.weights.items():
@@ -116,6 +117,7 @@ def _recall(
         only=only,
         l0_chunks_per_document=config.l0_chunks_per_document,
         weights=config.weights,
+        lexicon_weight=config.lexicon_weight,
     )
     results = run_lanes(indexes, lane_query)
     timings: dict[str, float] = {}
