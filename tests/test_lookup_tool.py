@@ -377,7 +377,9 @@ def test_one_tool_per_knowledge_base_and_other_settings_on_a_tool_of_their_own(e
     query = "磁盘满了怎么清理日志"
     assert ask(example_kb, query).answer.status == "answer"
     strict = tool.with_settings(
-        example_kb.settings.model_copy(update={"coverage_low": 0.99, "coverage_high": 0.99, "answerability_model": False})
+        example_kb.settings.model_copy(
+            update={"coverage_low": 0.99, "coverage_high": 0.99, "answerability_model": False}
+        )
     )
     refused = strict({"query": query})
     assert refused.answer.status == "no_confident_match" and refused.thresholds.source == "configured"
