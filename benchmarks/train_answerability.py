@@ -25,6 +25,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"  # the evaluation data beside the repository
+OPS = ROOT / "eval" / "cases" / "tidb-ops"  # ops questions over the TiDB docs tree (its dev split)
 TARGET_ANSWERED = 0.95
 L2 = 1.0
 
@@ -39,14 +40,28 @@ def sets() -> list[tuple[str, object]]:
         ("superbizagent-dev", load_dataset(DATA / "superbizagent-runbooks", split="dev")),
         ("prometheus", load_dataset(DATA / "prometheus-operator-runbooks")),
         ("superbizagent-written-dev", load_cases(ROOT / "examples" / "eval" / "superbizagent-dev.json", split="dev")),
+        (
+            "tidb-ops-dev",
+            load_dataset(
+                DATA / "tidb-faq-zh-dev", queries=str(OPS / "queries.jsonl"), qrels=str(OPS / "qrels.tsv"), split="dev"
+            ),
+        ),
     ]
 
 
 OFF_TOPIC = 30  # questions of each off-topic bank asked of every knowledge base
 # (bank, queries file, knowledge bases it is off-topic for): none of these sets' questions is answered by those
 BANKS = (
-    ("cmrc-trial", "cmrc2018-retrieval-zh/queries-trial.jsonl", ("golden-dev", "superbizagent-dev", "prometheus")),
-    ("scifact-train", "beir-scifact/queries-train.jsonl", ("golden-dev", "superbizagent-dev", "prometheus")),
+    (
+        "cmrc-trial",
+        "cmrc2018-retrieval-zh/queries-trial.jsonl",
+        ("golden-dev", "superbizagent-dev", "prometheus", "tidb-ops-dev"),
+    ),
+    (
+        "scifact-train",
+        "beir-scifact/queries-train.jsonl",
+        ("golden-dev", "superbizagent-dev", "prometheus", "tidb-ops-dev"),
+    ),
     ("tidb-dev", "tidb-faq-zh-dev/queries.jsonl", ("superbizagent-dev", "prometheus")),
 )
 
@@ -89,13 +104,12 @@ def collect(policy: str) -> list[dict]:
                 seen.clear()
                 kb.lookup_tool({"query": query.text, "policy": policy})  # a default request, as an agent makes
                 indexes, text, hits, hint, ref = seen[0]  # the first gate: the query as asked (and rewritten)
-                judged = {j.partition("#")[0] for j in dataset.qrels.get(query.id, {})}
+                judged = {j.partition("#")[0] for j in dataset.qrels.get(query.id, {})}  # the judged files
                 answerable = query.id in dataset.qrels
                 s = question_signals(indexes, text, hits, hint, ref)
                 rows.append({"set": name, "id": query.id, "label": int(answerable), "x": asdict(s), "kind": "asked"})
                 if answerable:
-                    rest = [h for h in hits if h.chunk.source_path.removesuffix(".md") not in judged
-                            and h.chunk.source_path not in judged]  # fmt: skip
+                    rest = [h for h in hits if _file(h) not in judged and _file(h).removesuffix(".md") not in judged]
                     if rest:
                         s = question_signals(indexes, text, rest, _without(hint, hits, rest), ref)
                         rows.append({"set": name, "id": query.id, "label": 0, "x": asdict(s), "kind": "held-out"})
@@ -110,6 +124,11 @@ def collect(policy: str) -> list[dict]:
         print(f"{name}: {sum(r['set'] == name for r in rows)} rows", file=sys.stderr)
     tool_module.levelled = real
     return rows
+
+
+def _file(hit) -> str:
+    """The file a hit comes from: its path, or for a corpus of sections (``file.md#3``) the part before ``#``."""
+    return hit.chunk.source_path.partition("#")[0]
 
 
 def _without(hint, hits, rest):
