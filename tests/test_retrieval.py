@@ -187,3 +187,23 @@ def test_an_english_question_over_chinese_evidence_leans_on_the_dense_lane(dense
         kb.indexes, "How do I roll back a bad release?", config=FusionConfig(method="rsf", cross_language=1.0)
     )
     assert not any("language differs" in note for note in off.notes)
+
+
+def test_the_lexicon_lets_the_bm25_lane_find_the_documentation_s_word(settings):
+    # the section says 连接失败 and 慢查询; the questions say 连不上 and "slow queries"
+    body = "# 数据库故障\n\n## 连接失败\n\n检查端口、防火墙与最大连接数。\n\n## 慢查询\n\n打开慢日志，看执行计划。\n"
+    found = {}
+    for weight in (0.0, 1.0):
+        kb = KnowledgeBase.open(
+            settings.model_copy(update={"lexicon_weight": weight, "home": settings.home / str(weight)})
+        )
+        try:
+            kb.upload(doc("数据库故障", "", "故障", body).encode(), "db.md")
+            found[weight] = [
+                [h.chunk.breadcrumb for h in kb.search(q, policy="lexical").hits]
+                for q in ("应用连不上", "slow queries")
+            ]
+        finally:
+            kb.close()
+    assert found[0.0] == [[], []]  # neither question shares a word with the section
+    assert "连接失败" in found[1.0][0][0] and "慢查询" in found[1.0][1][0]
