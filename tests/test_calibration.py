@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kbseek.evaluation.calibration import off_topic_bank
+from kbseek.core.answerability import LEXICAL, MODELS
 from kbseek.interfaces.cli import app
+from kbseek.lookup.offtopic import off_topic_bank
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -124,3 +125,31 @@ def test_the_lexical_policy_has_a_gate_of_its_own_on_the_default_embedder(tmp_pa
     assert answered.answer.status != "no_confident_match"
     assert answered.answer.documents[0].document.title == "磁盘空间告警"
     assert refused.answer.status == "no_confident_match"
+
+
+def test_the_lexical_gate_s_cut_stands_on_the_knowledge_base_s_off_topic_floor(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBSEEK_EMBEDDER", "none")
+    (tmp_path / "kb").mkdir()
+    for name, text in DOCS.items():
+        (tmp_path / "kb" / name).write_text(text, "utf-8")
+    # a page that happens to answer a few of the bank's questions: their probabilities are high on this corpus
+    (tmp_path / "kb" / "misc.md").write_text(
+        "# 杂项\n\n## iOS 推送证书\n\n在苹果开发者后台为 iOS 应用申请推送证书。\n\n## 红烧肉\n\n红烧肉先焯水，"
+        "少放糖才不腻。\n\n## 高铁\n\n从上海去成都坐高铁要十二个小时左右。\n",
+        "utf-8",
+    )
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home"))
+    try:
+        kb.ingest([tmp_path / "kb"])
+        model = kb.lookup_tool.thresholds().lexical_answerability
+        cuts = {
+            share: kb.lookup_tool.with_settings(kb.settings.model_copy(update={"off_topic_floor": share}))
+            .thresholds("lexical")
+            .lexical_answerability.cut
+            for share in (0.0, 0.99)
+        }
+    finally:
+        kb.close()
+    assert cuts[0.0] == MODELS[LEXICAL].cut  # off: the model's own cut
+    assert cuts[0.99] > cuts[0.0]  # nearly every off-topic question of the bank is refused: the cut rises
+    assert model is not None

@@ -244,7 +244,16 @@ class Settings(BaseSettings):
     query_rewrite: str = Field(default="off", description="off | expand | multi (rule-based query rewriting)")
     synonyms_file: Path | None = Field(default=None, description="Synonym groups, one per line: 'OOM = 内存溢出'")
     answerability_model: bool = Field(
-        default=True, description="Also refuse questions the embedder's fitted answerability model judges unanswered"
+        default=True,
+        description="Also refuse questions the fitted answerability model judges unanswered (the embedder's, or the "
+        "lexical one for a recall without dense scores)",
+    )
+    off_topic_floor: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="Without dense scores the gate refuses at least this share of a bundled bank of off-topic "
+        "questions asked of this knowledge base (0: the lexical model's own cut)",
     )
     answerability_cut: float | None = Field(
         default=None,

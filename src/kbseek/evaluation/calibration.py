@@ -5,29 +5,23 @@ probability scale depends on the corpus (117 runbooks of one template sit differ
 Calibration keeps the weights and moves only the cut: the highest probability that still answers ``answered`` of
 the team's answerable cases. Beside it, the refusal rates the team would see, at the model's cut and at the new
 one: its answerable cases, its cases written without an answer, and a bundled bank of off-topic questions
-(``banks/off-topic.txt``) asked of the same knowledge base. One parameter from a few dozen cases: the cases move
-the gate, they do not re-learn it.
+(``lookup/banks/off-topic.txt``, which the lexical gate reads too) asked of the same knowledge base. One parameter
+from a few dozen cases: the cases move the gate, they do not re-learn it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kbseek.errors import DatasetError
 from kbseek.evaluation.datasets import Dataset
+from kbseek.lookup.offtopic import off_topic_bank
 from kbseek.service import KnowledgeBase
 
-BANK = Path(__file__).with_name("banks") / "off-topic.txt"
 MIN_ANSWERABLE = 10  # fewer answerable cases than this move a quantile by too much to be worth a setting
-
-
-def off_topic_bank() -> list[str]:
-    lines = BANK.read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 @dataclass(frozen=True, slots=True)

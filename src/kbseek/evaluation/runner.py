@@ -58,6 +58,7 @@ QUERY_TIME_SETTINGS = frozenset(
         "slow_lookup_ms",
         "answerability_model",
         "answerability_cut",
+        "off_topic_floor",
         *THRESHOLD_FIELDS,
     }
 )

@@ -54,6 +54,7 @@ class LookupConfig:
     threshold_overrides: dict[str, float] = field(default_factory=dict)  # over the embedder's calibration
     answerability_model: bool = True  # the embedder's fitted question-level gate, where it has one
     answerability_cut: float | None = None  # this knowledge base's calibrated cut for it (None: the model's own)
+    off_topic_floor: float = 0.5  # the lexical gate refuses at least this share of the off-topic bank (0: off)
     review_every_default: int | None = 365  # days before a document with no review_every is stale; None: never
 
     @classmethod
@@ -69,6 +70,7 @@ class LookupConfig:
             slow_lookup_ms=settings.slow_lookup_ms,
             answerability_model=settings.answerability_model,
             answerability_cut=settings.answerability_cut,
+            off_topic_floor=settings.off_topic_floor,
             review_every_default=parse_period(settings.review_every_default),
             threshold_overrides={
                 name: getattr(settings, name) for name in THRESHOLD_FIELDS if getattr(settings, name) is not None

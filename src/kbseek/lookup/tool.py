@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kbseek.core.answer import Answer, Candidate
+from kbseek.core.answerability import Model
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.relevance import REFERENCE, Thresholds
 from kbseek.core.results import Hit, RecallResult
@@ -34,6 +35,7 @@ from kbseek.lookup.answering import (
     recall_depth,
 )
 from kbseek.lookup.config import LookupConfig
+from kbseek.lookup.offtopic import OffTopicFloor
 from kbseek.lookup.records import failure_row, success_row
 from kbseek.lookup.types import LookupRequest, LookupResponse
 from kbseek.observability.logs import request_scope
@@ -132,27 +134,43 @@ class LookupTool:
     sessions: SessionLedger | None = None
     invocations: InvocationRecorder | None = None
     telemetry: Telemetry | None = None
+    off_topic: OffTopicFloor = field(default_factory=OffTopicFloor)  # kept by with_settings: one per knowledge base
 
     def with_settings(self, settings: Settings) -> LookupTool:
         """The same tool reading another configuration (e.g. one an evaluation tries); this one is unchanged."""
         return replace(self, config=LookupConfig.from_settings(settings))
 
-    def thresholds(self) -> Thresholds:
-        """The relevance thresholds for the recall's embedding model, with the configured overrides."""
-        return self.config.thresholds_for(self.recall.embedder_id)
+    def thresholds(self, policy: str | None = None) -> Thresholds:
+        """The relevance thresholds for the recall's embedding model, with the configured overrides; for a recall
+        without cosines (``policy`` lexical, or no embedder) the lexical gate's cut stands on this knowledge base's
+        off-topic floor (``lookup.offtopic``)."""
+        t = self.config.thresholds_for(self.recall.embedder_id)
+        lexical = t.lexical_answerability
+        if lexical is None or not self.config.off_topic_floor or (policy != "lexical" and self.recall.embedder_id):
+            return t
+        floor = self.off_topic.floor(
+            len(self.indexes.chunks), self.config.off_topic_floor, lambda q: self._lexical_probability(q, lexical)
+        )
+        return replace(t, lexical_answerability=replace(lexical, cut=floor)) if floor > lexical.cut else t
 
     def answerability(self, query: str) -> float | None:
         """The gate's probability that the knowledge base answers ``query``, read off a default hybrid recall as
         the gate reads it (``None`` without a fitted model): what ``kbseek eval calibrate`` places its cut on."""
         model = self.thresholds().answerability
-        if model is None:
-            return None
-        result = self.recall(
-            query.strip(), top_k=recall_depth(5), policy="hybrid", category=None, only=None, config=self.config
+        return None if model is None else self._probability(query, "hybrid", model)
+
+    def _probability(self, query: str, policy: str, model: Model, recall: Recall | None = None) -> float:
+        result = (recall or self.recall)(
+            query.strip(), top_k=recall_depth(5), policy=policy, category=None, only=None, config=self.config
         )
         hint = result.hint if result.hint is not None else KeywordHint(result.query)
         found = question_signals(self.indexes, query, list(result.hits), hint, result.reference_similarity)
         return model.probability(found)
+
+    def _lexical_probability(self, query: str, model: Model) -> float:
+        # over the indexes themselves, whatever recall the tool was given: a replay of recorded lanes holds no
+        # bank question, and a lexical recall of the same indexes gives the same floor live and replayed
+        return self._probability(query, "lexical", model, IndexRecall(self.indexes))
 
     def __call__(self, request: LookupRequest | dict[str, Any]) -> LookupResponse:
         """Answer, and record the call (a failed one too); recording never fails the answer."""
@@ -198,7 +216,7 @@ class LookupTool:
         with indexes.snapshot():
             only, notes = self._filters(request)
             call, seen = self._begin_session(request, on_call)
-            thresholds = self.thresholds()
+            thresholds = self.thresholds(policy)
             recalled = self._recall_and_level(request, policy, only, thresholds)
             t_recall = time.perf_counter()
             placement = place(indexes, request, policy, recalled.candidates, recalled.hint, only)
