@@ -249,7 +249,7 @@ class Settings(BaseSettings):
         "lexical one for a recall without dense scores)",
     )
     off_topic_floor: float = Field(
-        default=0.5,
+        default=0.0,
         ge=0,
         lt=1,
         description="Without dense scores the gate refuses at least this share of a bundled bank of off-topic "

@@ -54,7 +54,7 @@ class LookupConfig:
     threshold_overrides: dict[str, float] = field(default_factory=dict)  # over the embedder's calibration
     answerability_model: bool = True  # the embedder's fitted question-level gate, where it has one
     answerability_cut: float | None = None  # this knowledge base's calibrated cut for it (None: the model's own)
-    off_topic_floor: float = 0.5  # the lexical gate refuses at least this share of the off-topic bank (0: off)
+    off_topic_floor: float = 0.0  # the lexical gate refuses at least this share of the off-topic bank (0: off)
     review_every_default: int | None = 365  # days before a document with no review_every is stale; None: never
 
     @classmethod
