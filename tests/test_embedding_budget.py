@@ -26,12 +26,16 @@ SAFETY_S = 60  # hang guards only: every step below waits for an event the other
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def document_side(folder: str, texts: list[str], events: dict, entered, yield_s: float = 600.0) -> None:
-    """A process embedding ``texts`` one per slice: each slice says it is in (``in_slice_N``) and waits for
-    ``release_N``; the turns' waits are reported as ``waits_documents`` / ``waits_queries``."""
+def document_side(
+    folder: str, texts: list[str], events: dict, entered, yield_s: float = 600.0, batches: int = 1
+) -> None:
+    """A process embedding ``texts`` one per slice, ``batches`` times back to back (as an ingest does, a batch per
+    call): each slice says it is in (``in_slice_N``) and waits for ``release_N``; the turns' waits are reported as
+    ``waits_documents`` / ``waits_queries`` / ``waits_others`` (stepping aside for a waiting process)."""
 
     def on_wait(kind: str) -> None:
-        events[f"waits_{kind}"].set()
+        if f"waits_{kind}" in events:
+            events[f"waits_{kind}"].set()
 
     turns = HostTurns(Path(folder), on_wait=on_wait)
     budget = DocumentBudget(turns, threads=1, nice=0, slice_texts=1, yield_s=yield_s)
@@ -44,7 +48,8 @@ def document_side(folder: str, texts: list[str], events: dict, entered, yield_s:
         assert events[f"release_{number}"].wait(SAFETY_S)
         return [[len(t)] for t in batch]
 
-    assert budget.embed(texts, encode) == [[len(t)] for t in texts]
+    for _ in range(batches):
+        assert budget.embed(texts, encode) == [[len(t)] for t in texts]
 
 
 def make_events(*names: str) -> dict:
@@ -55,6 +60,16 @@ def start(target, *args) -> multiprocessing.process.BaseProcess:
     process = SPAWN.Process(target=target, args=args, daemon=True)
     process.start()
     return process
+
+
+def release_all(groups, processes) -> None:
+    """The hang guard of a test's end: every event set, every started process joined."""
+    for events in groups:
+        for event in events.values():
+            event.set()
+    for process in processes:
+        if process is not None:
+            process.join(SAFETY_S)
 
 
 def finish(process) -> None:
@@ -113,11 +128,7 @@ def test_one_document_batch_at_a_time_on_the_host(tmp_path):
         second["release_1"].set()
         finish(b)
     finally:
-        for event in (*first.values(), *second.values()):
-            event.set()
-        a.join(SAFETY_S)
-        if b is not None:
-            b.join(SAFETY_S)
+        release_all((first, second), (a, b))
 
 
 def test_the_wait_for_queries_is_bounded(tmp_path):
@@ -172,32 +183,11 @@ def test_a_folder_that_cannot_be_used_leaves_the_turns_in_the_process(tmp_path, 
     assert "cannot use" in caplog.text and str(blocked) in caplog.text
 
 
-def two_batches_side(folder: str, events: dict, entered) -> None:
-    """A process embedding two batches back to back (as an ingest does, a batch per call), one slice each; it
-    reports stepping aside for a waiting process as ``waits_others``."""
-
-    def on_wait(kind: str) -> None:
-        events[f"waits_{kind}"].set()
-
-    budget = DocumentBudget(HostTurns(Path(folder), on_wait=on_wait), threads=1, nice=0, slice_texts=1)
-
-    def encode(batch: list[str]) -> list[list[int]]:
-        with entered.get_lock():
-            entered.value += 1
-            number = entered.value
-        events[f"in_slice_{number}"].set()
-        assert events[f"release_{number}"].wait(SAFETY_S)
-        return [[len(t)] for t in batch]
-
-    assert budget.embed(["a1"], encode) == [[2]]
-    assert budget.embed(["a2"], encode) == [[2]]
-
-
 def test_a_process_that_wants_the_turn_again_lets_the_waiting_one_go_first(tmp_path):
     first = make_events("in_slice_1", "release_1", "in_slice_2", "release_2", "waits_documents", "waits_others")
     second = make_events("in_slice_1", "release_1", "waits_documents", "waits_queries")
     entered_first, entered_second = SPAWN.Value("i", 0), SPAWN.Value("i", 0)
-    a = start(two_batches_side, str(tmp_path), first, entered_first)
+    a = start(document_side, str(tmp_path), ["a"], first, entered_first, 600.0, 2)
     b = None
     try:
         assert first["in_slice_1"].wait(SAFETY_S)
@@ -213,8 +203,4 @@ def test_a_process_that_wants_the_turn_again_lets_the_waiting_one_go_first(tmp_p
         first["release_2"].set()
         finish(a)
     finally:
-        for event in (*first.values(), *second.values()):
-            event.set()
-        a.join(SAFETY_S)
-        if b is not None:
-            b.join(SAFETY_S)
+        release_all((first, second), (a, b))
