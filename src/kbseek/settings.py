@@ -203,7 +203,7 @@ class Settings(BaseSettings):
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lexicon_weight: float = Field(
-        default=0.0,
+        default=1.0,
         ge=0,
         le=1,
         description="BM25: a term of the same meaning (bundled operations lexicon) counts this much of a query term",

@@ -56,7 +56,7 @@ class FusionConfig:
     cross_language: float = 0.2
     document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
     learned_ranker: bool = False  # each document's sections reordered by the embedder's section ranker (core.ranker)
-    lexicon_weight: float = 0.0  # the BM25 lane's terms of the same meaning (core.lexicon), per term; 0 is off
+    lexicon_weight: float = 1.0  # the BM25 lane's terms of the same meaning (core.lexicon), shared by a group; 0 is off
 
     def __post_init__(self) -> None:
         # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
