@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 from support import EXAMPLES, ROOT, doc
 
-from kbseek.errors import QueryError
+from kbseek.errors import ConfigError, QueryError
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -207,3 +207,26 @@ def test_the_lexicon_lets_the_bm25_lane_find_the_documentation_s_word(settings):
             kb.close()
     assert found[0.0] == [[], []]  # neither question shares a word with the section
     assert "连接失败" in found[1.0][0][0] and "慢查询" in found[1.0][1][0]
+
+
+def test_a_team_s_synonyms_file_widens_the_bm25_lane_beside_the_bundled_lexicon(settings, tmp_path):
+    glossary = tmp_path / "glossary.txt"
+    glossary.write_text("# our words\n列式存储 = TiFlash\n", "utf-8")
+    body = "# TiFlash 故障\n\n## TiFlash 副本始终不可用\n\n检查 PD 的 placement rules 与副本数设置。\n"
+    found = {}
+    for name, file in (("without", None), ("with", glossary)):
+        kb = KnowledgeBase.open(settings.model_copy(update={"synonyms_file": file, "home": settings.home / name}))
+        try:
+            kb.upload(doc("TiFlash 故障", "", "故障", body).encode(), "tiflash.md")
+            found[name] = [h.chunk.breadcrumb for h in kb.search("列式存储那边一直是零", policy="lexical").hits]
+        finally:
+            kb.close()
+    assert found["without"] == []
+    assert found["with"] and "TiFlash" in found["with"][0]
+
+
+def test_a_broken_synonyms_file_is_refused_when_the_knowledge_base_opens(settings, tmp_path):
+    glossary = tmp_path / "glossary.txt"
+    glossary.write_text("ok = fine\njust-one-term\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"glossary.txt:2: a synonym group needs at least two terms"):
+        KnowledgeBase.open(settings.model_copy(update={"synonyms_file": glossary}))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
 from kbseek.core.relevance import Thresholds, thresholds_for
+from kbseek.core.rewrite import load_synonyms
 from kbseek.core.staleness import parse_period
 from kbseek.retrieval.recall import FusionConfig
 from kbseek.settings import Settings
@@ -27,6 +28,8 @@ def fusion_config(settings: Settings) -> FusionConfig:
         method=settings.fusion,
         learned_ranker=settings.learned_ranker,
         lexicon_weight=settings.lexicon_weight,
+        # read once per configuration: a broken file is a clear error when the knowledge base opens
+        lexicon_groups=tuple(load_synonyms(settings.synonyms_file)) if settings.synonyms_file else (),
         weights={
             "bm25": settings.weight_bm25,
             "dense": settings.weight_dense,

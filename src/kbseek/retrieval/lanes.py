@@ -41,6 +41,7 @@ class LaneQuery:
     l0_chunks_per_document: int = 2
     weights: dict[str, float] = field(default_factory=dict)  # a lane weighted 0 does not run
     lexicon_weight: float = 0.0  # the BM25 lane's weight of each term the lexicon adds (0: none added)
+    lexicon_groups: tuple[tuple[str, ...], ...] = ()  # the knowledge base's own groups, beside the bundled ones
     earlier: list[LaneResult] = field(default_factory=list)  # the lanes run so far, for lanes that rerank them
 
     @property
@@ -85,23 +86,25 @@ def bm25_lane(indexes: Indexes, q: LaneQuery) -> LaneResult:
         if q.only is None
         else [c for d in q.only if d in indexes.documents for c in indexes.documents[d].chunk_ids]
     )
-    extra = lexicon_of(indexes).expansions(q.query, q.tokens, q.lexicon_weight) if q.lexicon_weight else None
+    lexicon = lexicon_of(indexes, q.lexicon_groups) if q.lexicon_weight else None
+    extra = lexicon.expansions(q.query, q.tokens, q.lexicon_weight) if lexicon is not None else None
     found = indexes.bm25.search(q.tokens, k=q.depth, groups=q.groups, only=chunk_ids, extra=extra)
     ids = [h.chunk_id for h in found]
     return LaneResult("bm25", ids, {h.chunk_id: h.score for h in found}, {"bm25": _ms(started)})
 
 
-_LEXICONS: dict[str, Lexicon] = {}
+_LEXICONS: dict[tuple[str, tuple[tuple[str, ...], ...]], Lexicon] = {}
 
 
-def lexicon_of(indexes: Indexes) -> Lexicon:
-    """The bundled lexicon analysed by this knowledge base's analyser (its dictionary changes the tokens)."""
-    version = indexes.analyzer.version
-    lexicon = _LEXICONS.get(version)
+def lexicon_of(indexes: Indexes, own: tuple[tuple[str, ...], ...] = ()) -> Lexicon:
+    """The bundled lexicon and the knowledge base's ``own`` groups, analysed by its analyser (its dictionary
+    changes the tokens)."""
+    key = (indexes.analyzer.version, own)
+    lexicon = _LEXICONS.get(key)
     if lexicon is None:
         if len(_LEXICONS) > 16:
             _LEXICONS.clear()
-        lexicon = _LEXICONS[version] = Lexicon(load_synonyms(BUNDLED), indexes.analyzer.tokens)
+        lexicon = _LEXICONS[key] = Lexicon([*load_synonyms(BUNDLED), *own], indexes.analyzer.tokens)
     return lexicon
 
 

@@ -57,6 +57,7 @@ class FusionConfig:
     document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
     learned_ranker: bool = False  # each document's sections reordered by the embedder's section ranker (core.ranker)
     lexicon_weight: float = 1.0  # the BM25 lane's terms of the same meaning (core.lexicon), shared by a group; 0 is off
+    lexicon_groups: tuple[tuple[str, ...], ...] = ()  # a team's own groups (its synonyms file), beside the bundled
 
     def __post_init__(self) -> None:
         # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
@@ -118,6 +119,7 @@ def _recall(
         l0_chunks_per_document=config.l0_chunks_per_document,
         weights=config.weights,
         lexicon_weight=config.lexicon_weight,
+        lexicon_groups=config.lexicon_groups,
     )
     results = run_lanes(indexes, lane_query)
     timings: dict[str, float] = {}
