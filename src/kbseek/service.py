@@ -117,8 +117,6 @@ class KnowledgeBase:
         process owns (``kbseek.home.ownership``), and how a check opens it.
         """
         settings = settings or Settings()
-        if settings.synonyms_file:
-            load_synonyms(settings.synonyms_file)  # a broken file is refused before anything is opened
         with request_scope():
             started = time.perf_counter()
             kb = cls(*home_parts(settings, migrate_schema=migrate_schema, read_only=read_only))

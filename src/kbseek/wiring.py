@@ -21,6 +21,7 @@ from kbseek.adapters.sql import migrate
 from kbseek.adapters.sql.engine import make_engine
 from kbseek.adapters.sql.repository import SqlRepository
 from kbseek.adapters.vectors_local import LocalVectorStore
+from kbseek.core.rewrite import load_synonyms
 from kbseek.errors import EmbeddingError, KbseekError
 from kbseek.home.ownership import refuse_if_owned
 from kbseek.home.readonly import read_only_parts
@@ -40,6 +41,8 @@ def home_parts(
 ) -> tuple[Settings, SqlRepository, FileStore]:
     """The settings, repository and file store of a data home: read-only beside its owner (no migration, the schema
     must be current; ``kbseek.home.readonly``), or owned (refused when another process owns it; migrated)."""
+    if settings.synonyms_file:
+        load_synonyms(settings.synonyms_file)  # a broken file is refused before anything is opened
     if read_only:
         return read_only_parts(settings)
     refuse_if_owned(settings.home)
