@@ -206,7 +206,8 @@ class Settings(BaseSettings):
         default=1.0,
         ge=0,
         le=1,
-        description="BM25: a term of the same meaning (bundled operations lexicon) counts this much of a query term",
+        description="BM25: the words of the same meaning a lexicon group adds (bundled operations lexicon and "
+        "synonyms_file) share this weight of a query word (each weight / sqrt(n)); 0: off",
     )
     learned_ranker: bool = Field(
         default=False, description="Reorder each recalled document's sections by the embedder's fitted section ranker"

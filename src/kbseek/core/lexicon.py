@@ -54,7 +54,7 @@ class Lexicon:
                 continue
             new = {t for i, (_, analysed) in enumerate(group) if i not in named for t in analysed if t not in present}
             # a group of many terms must not outweigh the question: its words share the weight (measured better
-            # than each word at full weight, docs/evaluation.md)
+            # than each word at a fixed weight, docs/evaluation.md)
             share = weight / math.sqrt(len(new)) if new else 0.0
             for token in new:
                 added[token] = max(added.get(token, 0.0), round(share, 4))

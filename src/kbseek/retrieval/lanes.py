@@ -40,7 +40,7 @@ class LaneQuery:
     only: frozenset[str] | None
     l0_chunks_per_document: int = 2
     weights: dict[str, float] = field(default_factory=dict)  # a lane weighted 0 does not run
-    lexicon_weight: float = 0.0  # the BM25 lane's weight of each term the lexicon adds (0: none added)
+    lexicon_weight: float = 0.0  # the BM25 lane's weight a lexicon group's added words share (0: none added)
     lexicon_groups: tuple[tuple[str, ...], ...] = ()  # the knowledge base's own groups, beside the bundled ones
     earlier: list[LaneResult] = field(default_factory=list)  # the lanes run so far, for lanes that rerank them
 
