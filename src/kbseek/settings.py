@@ -189,6 +189,11 @@ class Settings(BaseSettings):
     embed_summaries: bool = Field(
         default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary"
     )
+    latent_terms: bool = Field(
+        default=True,
+        description="Also make each chunk's latent terms (the bundled embedder's sparse head) after its vector, for "
+        "the terms lane; about 1.4x the vector's embedding time",
+    )
     vector_store: str = Field(default="auto", description="auto | milvus | local")
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
     milvus_token: str = Field(default="", description="Milvus server token")
@@ -200,6 +205,7 @@ class Settings(BaseSettings):
     weight_l0: float = Field(default=0.5, ge=0, le=10)
     weight_headings: float = Field(default=0.0, ge=0, le=10)
     weight_dense_clauses: float = Field(default=0.5, ge=0, le=10)
+    weight_terms: float = Field(default=1.0, ge=0, le=10)
     weight_section: float = Field(default=0.0, ge=0, le=10)
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lexicon_weight: float = Field(

@@ -152,6 +152,7 @@ def _dense_index(settings: Settings, repository: SqlRepository, embedder: Embedd
             variant=settings.embedding_input,
             fallback=fallback,
             summaries=settings.embed_summaries,
+            terms=settings.latent_terms,
         )
 
     if settings.vector_store == "local":
@@ -167,5 +168,11 @@ def _dense_index(settings: Settings, repository: SqlRepository, embedder: Embedd
     lite = not settings.milvus_uri or settings.milvus_uri.endswith(".db")
     mirror = LocalVectorStore(dim=embedder.dim) if lite and settings.milvus_local_queries else None
     return DenseIndex(
-        repository, embedder, store, mirror=mirror, variant=settings.embedding_input, summaries=settings.embed_summaries
+        repository,
+        embedder,
+        store,
+        mirror=mirror,
+        variant=settings.embedding_input,
+        summaries=settings.embed_summaries,
+        terms=settings.latent_terms,
     )

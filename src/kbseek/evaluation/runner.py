@@ -47,6 +47,7 @@ QUERY_TIME_SETTINGS = frozenset(
         "weight_l0",
         "weight_headings",
         "weight_dense_clauses",
+        "weight_terms",
         "weight_section",
         "weight_clauses",
         "lexicon_weight",

@@ -36,6 +36,7 @@ def fusion_config(settings: Settings) -> FusionConfig:
             "l0": settings.weight_l0,
             "headings": settings.weight_headings,
             "dense_clauses": settings.weight_dense_clauses,
+            "terms": settings.weight_terms,
             "section": settings.weight_section,
             "clauses": settings.weight_clauses,
         },

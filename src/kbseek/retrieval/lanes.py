@@ -22,6 +22,7 @@ from kbseek.core.relevance import GAP_RANK
 from kbseek.core.rewrite import load_synonyms
 from kbseek.core.section_roles import heading_roles, query_roles
 from kbseek.errors import KbseekError, QueryError
+from kbseek.retrieval import latent_terms
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.vectors import DOCUMENT_PREFIX, DenseIndex
 
@@ -240,6 +241,27 @@ def dense_clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     return LaneResult("dense_clauses", ids, scores, {"dense_clause_lane": _ms(started)})
 
 
+def terms_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
+    """Sections that share the question's latent terms (the embedder's sparse head): the pooled sections scored
+    by the dot product of their terms with the query's. A paraphrase that keeps none of a section's words and is
+    diluted in its vector often still lights the same features."""
+    dense = indexes.dense
+    terms = getattr(dense, "terms", None)
+    if terms is None:
+        return None
+    pool = _pool(indexes, q)
+    if not pool:
+        return None
+    started = time.perf_counter()
+    found = terms.of([indexes.chunks[c] for c in pool])
+    if found is None:
+        return LaneResult("terms", [], {}, notes=["terms lane waits: latent terms are still being made"], ran=False)
+    query = terms.query(q.query)
+    scores = {cid: round(latent_terms.score(query, found[cid]), 6) for cid in pool}
+    ids = sorted((c for c in scores if scores[c] > 0), key=lambda c: -scores[c])[: q.depth]
+    return LaneResult("terms", ids, {c: scores[c] for c in ids}, {"terms_lane": _ms(started)})
+
+
 def clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     """A question of several parts: BM25 per part, interleaved so each part's best sections come first."""
     parts = clauses(q.query)
@@ -310,6 +332,7 @@ LANES: tuple[Lane, ...] = (
     Lane("clauses", frozenset({"hybrid"}), "bm25", clause_lane, default_weight=0.0),
     Lane("headings", frozenset({"hybrid"}), "similarity", heading_lane, default_weight=0.0),
     Lane("dense_clauses", frozenset({"hybrid"}), "rank", dense_clause_lane, default_weight=0.5),
+    Lane("terms", frozenset({"hybrid"}), "terms", terms_lane),
 )
 LANE_NAMES = tuple(lane.name for lane in LANES)
 SCORE_LABELS = {lane.name: lane.score_label for lane in LANES}

@@ -27,6 +27,7 @@ from kbseek.core.models import Chunk, StoredDocument
 from kbseek.core.modes import EMBEDDING_INPUTS
 from kbseek.errors import EmbeddingError, EmbeddingStopped, KbseekError, StorageError
 from kbseek.ports import Embedder, EmbeddingCache, VectorHit, VectorRecord, VectorStore
+from kbseek.retrieval.latent_terms import LatentTerms, has_terms
 
 log = logging.getLogger("kbseek")
 INPUT_VARIANTS = EMBEDDING_INPUTS
@@ -82,6 +83,7 @@ class DenseIndex:
         variant: str = "full",
         fallback: str | None = None,
         summaries: bool = True,
+        terms: bool = False,
     ) -> None:
         if variant not in INPUT_VARIANTS:
             raise ValueError(f"embedding input variant {variant!r} is not one of {', '.join(INPUT_VARIANTS)}")
@@ -91,6 +93,8 @@ class DenseIndex:
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
         self.stopping = threading.Event()  # set at shutdown: document embedding stops between model calls
         self._text_vectors: dict[str, np.ndarray] = {}
+        # the embedder's sparse head, when it has one and the settings ask for it: made after the vectors
+        self.terms = LatentTerms(repository, embedder, self.stopping) if terms and has_terms(embedder) else None
 
     @property
     def reason(self) -> str | None:
@@ -146,6 +150,8 @@ class DenseIndex:
         if self.mirror is not None:
             self.mirror.upsert(list(records.values()))
         self.store.upsert(missing)
+        if self.terms is not None:
+            self.terms.make(chunks)
         if chunks or stale:
             log.info(
                 "dense lane: %d chunks upserted, %d deleted, embedded=%d cached=%d in %.0f ms",
