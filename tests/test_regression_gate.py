@@ -81,7 +81,8 @@ def as_report_run(kb, fixture, policy, **overrides):
 
 
 def another_machine(fixture, seed):
-    """The fixture as another machine could record it: every dense cosine moved by up to the measured noise."""
+    """The fixture as another machine could record it: every dense cosine moved by up to the measured noise, every
+    latent-terms score by as much of itself."""
     moved = copy.deepcopy(fixture)
     rng = np.random.default_rng(seed)
     for case in moved["cases"].values():
@@ -91,6 +92,10 @@ def another_machine(fixture, seed):
         dense.sort(key=lambda item: (-item[1], item[0]))
         if dense:
             case["reference_similarity"] = dense[min(GAP_RANK, len(dense)) - 1][1]
+        terms = case["candidates"].get("terms", [])  # the same engine's sparse head: the same noise, relative
+        for item in terms:
+            item[1] *= 1 + float(rng.uniform(-MEASURED_NOISE, MEASURED_NOISE))
+        terms.sort(key=lambda item: (-item[1], item[0]))
     return moved
 
 

@@ -66,15 +66,16 @@ class NoiseBand:
 
 
 def pushes(case: dict[str, Any], relevant: set[str], *, seeds: int = RANDOM_PUSHES) -> dict[str, dict[str, int]]:
-    """Sign patterns for one case's dense candidates (vector id -> +1 or -1), by name.
+    """Sign patterns for one case's dense and latent-terms candidates (vector id -> +1 or -1), by name.
 
     >>> case = {"candidates": {"dense": [["a", 0.9], ["b", 0.8]]}}
     >>> p = pushes(case, {"b"}, seeds=0)
     >>> p["relevant_up"], p["accept"]
     ({'a': -1, 'b': 1}, {'a': 1, 'b': 1})
     """
-    ids = [vector_id for vector_id, _ in case["candidates"].get("dense", [])]
-    top = set(ids[: GAP_RANK - 1])  # above the reference cosine (the GAP_RANK-th best)
+    dense_ids = [vector_id for vector_id, _ in case["candidates"].get("dense", [])]
+    ids = list(dict.fromkeys([*dense_ids, *(chunk_id for chunk_id, _ in case["candidates"].get("terms", []))]))
+    top = set(dense_ids[: GAP_RANK - 1])  # above the reference cosine (the GAP_RANK-th best)
     patterns = {
         "relevant_up": {i: 1 if i in relevant else -1 for i in ids},
         "relevant_down": {i: -1 if i in relevant else 1 for i in ids},
@@ -88,8 +89,9 @@ def pushes(case: dict[str, Any], relevant: set[str], *, seeds: int = RANDOM_PUSH
 
 
 def pushed_case(case: dict[str, Any], signs: dict[str, int], noise: float) -> dict[str, Any]:
-    """The case with each dense cosine moved by ``sign × noise``, re-ranked (ties by id) as the vector store
-    ranks, and the reference cosine (the ``GAP_RANK``-th best) taken from the moved values.
+    """The case with each dense cosine moved by ``sign × noise`` (each latent-terms score by ``sign × noise`` of
+    itself), re-ranked (ties by id) as the vector store ranks, and the reference cosine (the ``GAP_RANK``-th best)
+    taken from the moved values.
 
     >>> c = pushed_case({"candidates": {"dense": [["a", 0.9], ["b", 0.899]]}, "reference_similarity": 0.899},
     ...                 {"a": -1, "b": 1}, 0.001)
@@ -103,6 +105,12 @@ def pushed_case(case: dict[str, Any], signs: dict[str, int], noise: float) -> di
     ]
     dense.sort(key=lambda item: (-item[1], item[0]))
     moved["candidates"] = {**case["candidates"], "dense": dense}
+    if "terms" in case["candidates"]:  # the same engine's sparse head: the same noise, relative to its scale
+        terms = [
+            [chunk_id, round(score * (1 + signs.get(chunk_id, 0) * noise), 9)]
+            for chunk_id, score in case["candidates"]["terms"]
+        ]
+        moved["candidates"]["terms"] = sorted(terms, key=lambda item: (-item[1], item[0]))
     if dense:
         moved["reference_similarity"] = dense[min(GAP_RANK, len(dense)) - 1][1]
     return moved
@@ -149,7 +157,8 @@ def noise_band(
     patterns = {}
     for q in cases:
         case = fixture["cases"][q.id]
-        relevant = relevant_vectors(kb, dataset, q.id, q.text, case["candidates"].get("dense", []))
+        found = [*case["candidates"].get("dense", []), *case["candidates"].get("terms", [])]
+        relevant = relevant_vectors(kb, dataset, q.id, q.text, found)
         patterns[q.id] = pushes(case, relevant, seeds=seeds)
     replays = [fixture]
     for push in next(iter(patterns.values())):

@@ -150,7 +150,11 @@ def levelled(
     elif all(lvl is None for lvl in levels):
         return []
     relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits])
-    strong_ok = [a and b for a, b in zip(identifier_mask(names, texts), relative)]
+    # the best section of the document whose keyword or title the question names alone need not keep up with the
+    # top fused score
+    first = next((h.chunk.id for h in hits if l0.get(h.chunk.document_id) == "unique"), None)
+    named = [h.chunk.id == first for h in hits]
+    strong_ok = [a and (b or c) for a, b, c in zip(identifier_mask(names, texts), relative, named)]
     return [
         Candidate((hit.chunk,), hit.score, hit.lanes, _capped(lvl, ok)) for hit, lvl, ok in zip(hits, levels, strong_ok)
     ]
