@@ -75,11 +75,11 @@ def test_dense_lane_finds_a_paraphrase_and_hybrid_fuses(tmp_path, store_kind):
     assert lane.score_label == "similarity" and 0.5 < lane.score <= 1.0
     hybrid = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3)
     top = hybrid.hits[0]
-    assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0", "terms"}
-    assert top.score == pytest.approx(1.0 + 1.0 + 0.5 + 1.0)  # rsf: the best of all four lanes, weights 1, 1, 0.5, 1
+    assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0"}
+    assert top.score == pytest.approx(1.0 + 1.0 + 0.5)  # rsf: the best of all three lanes, weights 1, 1, 0.5
     kb.settings = kb.settings.model_copy(update={"fusion": "rrf"})
     top = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3).hits[0]
-    assert top.score == pytest.approx(1 / 61 + 1 / 61 + 0.5 / 61 + 1 / 61)  # rrf: rank 1 in all four lanes
+    assert top.score == pytest.approx(1 / 61 + 1 / 61 + 0.5 / 61)  # rrf: rank 1 in all three lanes
     assert kb.search("ERR_TIMEOUT", policy="dense", top_k=5, category="ops").hits[0].chunk.category == "ops"
     kb.close()
 
@@ -246,7 +246,7 @@ def test_the_lanes_left_off_run_when_weighted_and_rank_by_meaning(tmp_path):
     the question means."""
     kb = KnowledgeBase.open(dense_settings(tmp_path, "local"))
     load(kb)
-    assert set(kb.lookup("磁盘满了怎么清理", top_k=3).hits[0].lanes) <= {"bm25", "dense", "l0", "terms"}
+    assert set(kb.lookup("磁盘满了怎么清理", top_k=3).hits[0].lanes) <= {"bm25", "dense", "l0"}
     two_parts = kb.lookup("硬盘快满了怎么清理？另外 Java 堆内存溢出怎么排查？", top_k=4)
     assert any("dense_clauses" in h.lanes for h in two_parts.hits)  # on by default for several questions
     kb.settings = kb.settings.model_copy(update={"weight_headings": 1.0, "weight_dense_clauses": 1.0})

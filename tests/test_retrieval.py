@@ -162,9 +162,9 @@ def test_a_lane_weighted_zero_does_not_run_and_a_weighted_one_does(dense_kb):
 
     query = "修复以后怎么确认已经好了，并且出问题时怎么回退"
     default = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf"))
-    assert set(default.candidates) == {"bm25", "dense", "l0", "dense_clauses", "terms"}  # two questions: the lane is on
+    assert set(default.candidates) == {"bm25", "dense", "l0", "dense_clauses"}  # two questions: the lane is on
     off = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"dense_clauses": 0.0}))
-    assert set(off.candidates) == {"bm25", "dense", "l0", "terms"}
+    assert set(off.candidates) == {"bm25", "dense", "l0"}
     on = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"section": 1.0, "clauses": 1.0}))
     assert {"section", "clauses"} <= set(on.candidates)
     by_heading = {kb.indexes.chunks[c].heading_path[-1]: s for c, s in on.candidates["section"]}

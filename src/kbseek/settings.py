@@ -190,9 +190,9 @@ class Settings(BaseSettings):
         default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary"
     )
     latent_terms: bool = Field(
-        default=True,
+        default=False,
         description="Also make each chunk's latent terms (the bundled embedder's sparse head) after its vector, for "
-        "the terms lane; about 1.4x the vector's embedding time",
+        "the terms lane (weight_terms); about 1.4x the vector's embedding time (measured, docs/evaluation.md)",
     )
     vector_store: str = Field(default="auto", description="auto | milvus | local")
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")
