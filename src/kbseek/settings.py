@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     latent_terms: bool = Field(
         default=False,
         description="Also make each chunk's latent terms (the bundled embedder's sparse head) after its vector, for "
-        "the terms lane (weight_terms); about 1.4x the vector's embedding time (measured, docs/evaluation.md)",
+        "the terms lane (weight_terms); about 1.1-1.4x the vectors' embedding time (measured, docs/evaluation.md)",
     )
     vector_store: str = Field(default="auto", description="auto | milvus | local")
     milvus_uri: str = Field(default="", description="Milvus server URL; empty = Milvus Lite in home")

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class TermsModel(Protocol):
     def query_terms(self, text: str) -> Any: ...
 
 
-def has_terms(embedder: Any) -> bool:
+def has_terms(embedder: object) -> TypeGuard[TermsModel]:
     """Whether the embedder has a sparse head (the bundled e5 wheel does; an HTTP embedder does not)."""
     return int(getattr(embedder, "terms_dim", 0) or 0) > 0
 
