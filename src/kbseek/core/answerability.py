@@ -65,7 +65,7 @@ def identifier_mask(names: Sequence[str], texts: Sequence[str]) -> list[bool]:
     return has if any(has) else [True] * len(texts)
 
 
-RELATIVE_COVERAGE = 0.7  # of the best coverage among the hits
+RELATIVE_COVERAGE = 0.8  # of the best coverage among the hits
 RELATIVE_SCORE = 0.7  # of the top fused score
 
 
