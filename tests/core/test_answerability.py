@@ -10,6 +10,8 @@ from kbseek.core.answerability import (
     LEXICAL,
     LEXICAL_FEATURES,
     MODELS,
+    RELATIVE_COVERAGE,
+    RELATIVE_SCORE,
     Signals,
     identifier_mask,
     identifiers,
@@ -40,8 +42,9 @@ def test_a_piece_without_the_named_identifier_cannot_be_strong_when_another_has_
 
 
 def test_strong_labels_are_relative_to_the_best_hit():
-    assert relative_mask([0.8, 0.6, 0.5], [1.0, 0.7, 0.9]) == [True, True, False]
-    assert relative_mask([0.8, 0.8], [1.0, 0.5]) == [True, False]
+    best, low = 0.8, 0.8 * RELATIVE_COVERAGE
+    assert relative_mask([best, low, low - 0.01], [1.0, RELATIVE_SCORE, 0.9]) == [True, True, False]
+    assert relative_mask([best, best], [1.0, RELATIVE_SCORE - 0.01]) == [True, False]
 
 
 def test_signals_read_the_recall_as_a_whole():
