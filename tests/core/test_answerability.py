@@ -45,6 +45,8 @@ def test_strong_labels_are_relative_to_the_best_hit():
     best, low = 0.8, 0.8 * RELATIVE_COVERAGE
     assert relative_mask([best, low, low - 0.01], [1.0, RELATIVE_SCORE, 0.9]) == [True, True, False]
     assert relative_mask([best, best], [1.0, RELATIVE_SCORE - 0.01]) == [True, False]
+    # the document the question names alone: its best section stays strong evidence, the others do not
+    assert relative_mask([best, low - 0.01, 0.1], [1.0, 0.2, 0.1], named=1) == [True, True, False]
 
 
 def test_signals_read_the_recall_as_a_whole():

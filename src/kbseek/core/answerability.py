@@ -69,17 +69,19 @@ RELATIVE_COVERAGE = 0.8  # of the best coverage among the hits
 RELATIVE_SCORE = 0.7  # of the top fused score
 
 
-def relative_mask(coverages: Sequence[float], scores: Sequence[float]) -> list[bool]:
+def relative_mask(coverages: Sequence[float], scores: Sequence[float], *, named: int | None = None) -> list[bool]:
     """Per hit: may it be strong evidence, next to the best hit? It must hold most of the query weight the best
     hit holds and keep most of the top fused score: a neighbour that shares a word or two is related, not strong.
+    The hit at ``named`` (the best section of the document the question names alone by its keyword or title)
+    need not keep up: what the question names is strong evidence however the lanes voted.
 
-    >>> relative_mask([0.9, 0.7, 0.3], [0.05, 0.02, 0.04])
-    [True, False, False]
+    >>> relative_mask([0.9, 0.7, 0.3], [0.05, 0.02, 0.04]), relative_mask([0.9, 0.3], [0.05, 0.01], named=1)
+    ([True, False, False], [True, True])
     """
     best_cov, best_score = max(coverages, default=0.0), max(scores, default=0.0)
     return [
-        c >= RELATIVE_COVERAGE * best_cov and s >= RELATIVE_SCORE * best_score
-        for c, s in zip(coverages, scores, strict=True)
+        i == named or (c >= RELATIVE_COVERAGE * best_cov and s >= RELATIVE_SCORE * best_score)
+        for i, (c, s) in enumerate(zip(coverages, scores, strict=True))
     ]
 
 

@@ -149,12 +149,9 @@ def levelled(
             return []
     elif all(lvl is None for lvl in levels):
         return []
-    relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits])
-    # the best section of the document whose keyword or title the question names alone need not keep up with the
-    # top fused score
-    first = next((h.chunk.id for h in hits if l0.get(h.chunk.document_id) == "unique"), None)
-    named = [h.chunk.id == first for h in hits]
-    strong_ok = [a and (b or c) for a, b, c in zip(identifier_mask(names, texts), relative, named)]
+    named = next((i for i, h in enumerate(hits) if l0.get(h.chunk.document_id) == "unique"), None)
+    relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits], named=named)
+    strong_ok = [a and b for a, b in zip(identifier_mask(names, texts), relative)]
     return [
         Candidate((hit.chunk,), hit.score, hit.lanes, _capped(lvl, ok)) for hit, lvl, ok in zip(hits, levels, strong_ok)
     ]

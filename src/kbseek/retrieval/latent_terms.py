@@ -77,7 +77,7 @@ class LatentTerms:
     def make(self, chunks: Sequence[Chunk]) -> int:
         """Make the terms the cache lacks for ``chunks``, in the host's document turn batch by batch (the cache
         is read again inside it: another process may have made them meanwhile). Returns how many were made."""
-        texts = {sha256_hex(terms_input(c)): terms_input(c) for c in chunks}
+        texts = {sha256_hex(text): text for text in map(terms_input, chunks)}
         todo = sorted(set(texts) - set(self.cache.vectors(self.model_id, list(texts))))
         turn = getattr(self.model, "document_turn", None)
         made = 0

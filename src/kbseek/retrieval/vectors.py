@@ -95,6 +95,8 @@ class DenseIndex:
         self._text_vectors: dict[str, np.ndarray] = {}
         # the embedder's sparse head, when it has one and the settings ask for it: made after the vectors
         self.terms = LatentTerms(repository, embedder, self.stopping) if terms and has_terms(embedder) else None
+        if terms and self.terms is None:
+            log.warning("latent_terms is on but embedder %s has no sparse head: no terms lane", embedder.model_id)
 
     @property
     def reason(self) -> str | None:
