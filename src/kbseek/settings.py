@@ -206,7 +206,13 @@ class Settings(BaseSettings):
     weight_headings: float = Field(default=0.0, ge=0, le=10)
     weight_dense_clauses: float = Field(default=0.5, ge=0, le=10)
     weight_terms: float = Field(default=1.0, ge=0, le=10)
-    weight_section: float = Field(default=0.0, ge=0, le=10)
+    weight_section: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="Section lane: sections of the best documents whose heading declares the purpose the question "
+        "asks for (verify, roll back, metrics, prevent, contacts, ...)",
+    )
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lexicon_weight: float = Field(
         default=1.0,

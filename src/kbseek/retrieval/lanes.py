@@ -166,34 +166,29 @@ def l0_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     return LaneResult("l0", ids, raw, {"l0_lane": _ms(started)})
 
 
-SECTION_POOL_DOCUMENTS = 3  # documents whose every section the section lane looks at, besides the lanes' hits
-LEAF_WEIGHT, PARENT_WEIGHT, ROLE_WEIGHT = 1.0, 0.3, 3.0  # BM25F-style field weights; a role counts as ~1 rare word
+SECTION_POOL_DOCUMENTS = 3  # documents whose every section the section and terms lanes look at
 
 
 def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
-    """Sections whose headings match the question: its words in the leaf heading (and, less, in the headings
-    above it), and the purposes it asks for (verify, roll back, metrics, ...) declared by the leaf heading.
+    """Sections whose heading declares the purpose the question asks for (verify, roll back, metrics, prevent,
+    related alerts, contacts, ...), among the sections of the documents the earlier lanes rank best.
 
-    The pool is what the earlier lanes found plus every section of the documents they rank best, so a section
-    whose body never says what its heading does can still be reached."""
-    pool = _pool(indexes, q)
+    A question that names what a section is for ("what should we check before closing it?") rarely repeats the
+    heading's words (验证步骤), and the body under such a heading rarely says its purpose. Only the best documents'
+    sections are looked at: a purpose alone is no evidence that another document is about the question."""
+    roles = query_roles(q.query)
+    if not roles:
+        return None
+    pool = _pool(indexes, q, documents_only=True)
     if not pool:
         return None
     started = time.perf_counter()
-    wanted = set(q.tokens)
-    roles = query_roles(q.query)
     scores: dict[str, float] = {}
     for chunk_id in pool:
         path = indexes.chunks[chunk_id].heading_path
-        if not path:
-            continue
-        leaf = _heading_tokens(indexes, path[-1])
-        parents = _heading_tokens(indexes, " ".join(path[:-1])) - leaf
-        score = LEAF_WEIGHT * sum(indexes.bm25.idf(t) for t in wanted & leaf)
-        score += PARENT_WEIGHT * sum(indexes.bm25.idf(t) for t in wanted & parents)
-        score += ROLE_WEIGHT * len(roles & heading_roles(path[-1]))
-        if score > 0:
-            scores[chunk_id] = round(score, 6)
+        matched = len(roles & heading_roles(path[-1])) if path else 0
+        if matched:
+            scores[chunk_id] = float(matched)
     ids = sorted(scores, key=lambda c: -scores[c])  # stable: pool order breaks ties
     return LaneResult("section", ids, scores, {"section_lane": _ms(started)})
 
@@ -311,24 +306,11 @@ def _pool(indexes: Indexes, q: LaneQuery, *, documents_only: bool = False) -> li
     return list(seen)
 
 
-_HEADING_TOKENS: dict[tuple[str, str], frozenset[str]] = {}
-
-
-def _heading_tokens(indexes: Indexes, heading: str) -> frozenset[str]:
-    key = (indexes.analyzer.version, heading)
-    tokens = _HEADING_TOKENS.get(key)
-    if tokens is None:
-        if len(_HEADING_TOKENS) > 200_000:
-            _HEADING_TOKENS.clear()
-        tokens = _HEADING_TOKENS[key] = frozenset(indexes.analyzer.tokens(heading))
-    return tokens
-
-
 LANES: tuple[Lane, ...] = (
     Lane("bm25", frozenset({"lexical", "hybrid"}), "bm25", bm25_lane),
     Lane("dense", frozenset({"dense", "hybrid"}), "similarity", dense_recall_lane),
     Lane("l0", frozenset({"hybrid"}), "l0", l0_recall_lane, default_weight=0.5),
-    Lane("section", frozenset({"hybrid"}), "heading", section_lane, default_weight=0.0),
+    Lane("section", frozenset({"hybrid"}), "heading", section_lane),
     Lane("clauses", frozenset({"hybrid"}), "bm25", clause_lane, default_weight=0.0),
     Lane("headings", frozenset({"hybrid"}), "similarity", heading_lane, default_weight=0.0),
     Lane("dense_clauses", frozenset({"hybrid"}), "rank", dense_clause_lane, default_weight=0.5),
