@@ -47,6 +47,20 @@ def test_cjk_share():
         ("根因一般是什么", "cause"),
         ("先怎么止损", "mitigate"),
         ("多久要通知产品方", "escalate"),
+        ("网关这一块归谁管", "escalate"),
+        ("Who owns the payment gateway?", "escalate"),
+        ("连接池耗尽的问题，今后怎么杜绝", "prevent"),
+        ("How do we keep this from happening again?", "prevent"),
+        ("大促事故结束后要复盘哪些内容", "postmortem"),
+        ("What goes into the postmortem?", "postmortem"),
+        ("上线前有没有可以逐项核对的清单", "checklist"),
+        ("Is there a checklist for the release?", "checklist"),
+        ("清理日志用什么命令", "commands"),
+        ("Give me the shell commands to free space", "commands"),
+        ("这个告警响的时候，通常还有哪些别的告警一起出现", "related"),
+        ("Which other alerts usually fire together with it?", "related"),
+        ("延迟升高对用户有什么影响", "impact"),
+        ("What is the impact on checkout?", "impact"),
     ],
 )
 def test_query_roles(query, role):
@@ -65,6 +79,18 @@ def test_query_roles(query, role):
         ("问题原理", "cause"),
         ("应急处置", "mitigate"),
         ("通知要求", "escalate"),
+        ("联系方式", "escalate"),
+        ("长期优化", "prevent"),
+        ("预防措施", "prevent"),
+        ("故障复盘", "postmortem"),
+        ("性能优化检查清单", "checklist"),
+        ("常用命令", "commands"),
+        ("相关告警", "related"),
+        ("Related alerts", "related"),
+        ("Impact", "impact"),
+        ("立即操作（5分钟内）", "mitigate"),
+        ("Mitigation", "mitigate"),
+        ("告警名称", "trigger"),
     ],
 )
 def test_heading_roles(heading, role):
@@ -75,6 +101,24 @@ def test_plain_words_declare_no_purpose():
     assert query_roles("ERR_TIMEOUT 支付超时") == frozenset()
     assert heading_roles("ERR_DUPLICATE_ORDER") == frozenset()
     assert heading_roles("Kafka consumer lag") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("text", "role"),
+    [
+        ("处理完以后要看哪些点才能确认恢复", "prevent"),  # 以后 as "after", not "from now on"
+        ("主从复制延迟怎么办", "commands"),  # 复制 is replication here
+        ("主从复制延迟怎么办", "mitigate"),  # every question asks what to do
+        ("哪个节点先挂的", "locate"),
+    ],
+)
+def test_broad_words_ask_for_no_purpose(text, role):
+    assert role not in query_roles(text)
+
+
+def test_a_heading_that_only_mentions_a_purpose_word_does_not_declare_it():
+    assert "metrics" not in heading_roles("步骤2: 查询系统监控日志")  # a log query step, not the metrics list
+    assert "locate" not in heading_roles("查看磁盘使用情况")
 
 
 def test_every_role_can_be_asked_and_declared_in_both_languages():

