@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from kbseek.core.answerability import (
+    CROSS_LANGUAGE_COSINE,
     LEXICAL,
     LEXICAL_FEATURES,
     MODELS,
@@ -63,6 +64,18 @@ def test_signals_read_the_recall_as_a_whole():
                         identifier_missing=0.0, l0=1.0)  # fmt: skip
     missing = signals([0.9], ["d1"], [0.5], ["no code here"], reference=None, names=("err_x",), l0=False)
     assert missing.identifier_missing == 1.0 and missing.gap == 0.0
+
+
+def test_a_cross_language_question_is_gated_on_its_cosine_raised_by_the_known_deficit():
+    args = ([0.84, 0.83], ["d1", "d2"], [0.2, 0.1], ["a", "b"])
+    same = signals(*args, reference=0.82, names=(), l0=False)
+    other = signals(*args, reference=0.82, names=(), l0=False, cross_language=True)
+    assert other.similarity == pytest.approx(same.similarity + CROSS_LANGUAGE_COSINE) and other.cross_language == 1.0
+    assert (other.gap, other.margin) == (same.gap, same.margin)  # relative to the query's own cosines: unchanged
+    assert MODELS[E5].probability(other) > MODELS[E5].probability(same)
+    assert (
+        signals([None], ["d1"], [0.2], ["a"], reference=None, names=(), l0=False, cross_language=True).similarity == 0
+    )
 
 
 def test_the_fitted_model_rises_with_the_gap_and_falls_when_the_identifier_is_missing():

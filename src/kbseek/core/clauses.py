@@ -18,6 +18,7 @@ and at Chinese and English connectives, keeping parts with enough words of their
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _ENDS = r"[；;？?。！!\n]+"
 _NEXT_REQUEST_ZH = "并且|而且|以及|同时|然后|之后再|另外|此外|接着"  # connectives that start another request
@@ -77,3 +78,20 @@ def cjk_share(text: str) -> float:
     cjk = sum(1 for ch in text if _is_cjk(ch))
     words = len(re.findall(r"[A-Za-z]+", text))
     return cjk / (cjk + words) if cjk + words else 0.0
+
+
+CROSS_LANGUAGE_GAP = 0.6  # of the Chinese share: an English question over Chinese chunks differs by about 0.9
+
+
+def other_language(query: str, evidence: Sequence[str]) -> bool:
+    """Whether ``query`` is written in another script (Chinese or not) than the ``evidence`` texts, on average.
+
+    >>> other_language("Who do we escalate to?", ["升级机制：30 分钟未恢复，通知技术负责人"])
+    True
+    >>> other_language("HighCPUUsage 告警怎么处理", ["CPU 使用率过高告警处理方案"]), other_language("x", [])
+    (False, False)
+    """
+    if not evidence:
+        return False
+    share = sum(cjk_share(text) for text in evidence) / len(evidence)
+    return abs(cjk_share(query) - share) > CROSS_LANGUAGE_GAP

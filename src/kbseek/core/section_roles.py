@@ -107,7 +107,7 @@ ROLES: tuple[Role, ...] = (
     Role(
         "escalate",
         ("升级", "通知", "上报", "知会", "通报", "拉群", "找谁", "联系", "归谁", "谁负责", "负责人", "值班"),
-        ("escalat", "notify", "page ", "inform", "who to call", "contact", "on-call", "who owns", "owner"),
+        ("escalat", "notify", "page ", "inform", "who to call", "contact", "who is on-call", "who owns", "owner"),
         ("升级", "通知", "上报", "通报", "联系", "负责人", "值班"),
         ("escalat", "notif", "contact", "communicat", "owner", "on-call"),
     ),

@@ -27,6 +27,7 @@ from kbseek.core.answer import (
     metadata_only,
 )
 from kbseek.core.answerability import Signals, identifier_mask, identifiers, relative_mask, signals
+from kbseek.core.clauses import other_language
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
@@ -36,6 +37,7 @@ from kbseek.lookup.config import LookupConfig
 from kbseek.lookup.review import label_reviews
 from kbseek.lookup.types import LookupRequest
 from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.recall import EVIDENCE_SAMPLE
 from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
 
 MIN_RECALL_DEPTH = 15
@@ -102,6 +104,7 @@ def question_signals(
     tokens = indexes.analyzer.tokens(cleaned)
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     ideal = sum(n * indexes.bm25.idf(t) for t, n in Counter(tokens).items())  # each word matched at its full IDF
+    by_cosine = sorted((h for h in hits if "dense" in h.lanes), key=lambda h: -h.lanes["dense"].score)
     return signals(
         [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits],
         [h.chunk.document_id for h in hits],
@@ -112,6 +115,7 @@ def question_signals(
         l0=bool(l0_status(hint)),
         bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
         ideal=ideal,
+        cross_language=other_language(cleaned, [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]),
     )
 
 

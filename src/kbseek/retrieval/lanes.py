@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from kbseek.core.alertline import clean as clean_alert_lines
 from kbseek.core.clauses import clauses, questions
 from kbseek.core.fusion import l0_lane
 from kbseek.core.keywords import KeywordHint
@@ -176,7 +177,7 @@ def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     A question that names what a section is for ("what should we check before closing it?") rarely repeats the
     heading's words (验证步骤), and the body under such a heading rarely says its purpose. Only the best documents'
     sections are looked at: a purpose alone is no evidence that another document is about the question."""
-    roles = query_roles(q.query)
+    roles = query_roles(clean_alert_lines(q.query))  # a pasted line's labels (severity=...) ask for nothing
     if not roles:
         return None
     pool = _pool(indexes, q, documents_only=True)

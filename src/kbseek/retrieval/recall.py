@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kbseek.core.alertline import clean as clean_query
-from kbseek.core.clauses import cjk_share
+from kbseek.core.clauses import other_language
 from kbseek.core.fusion import Fused, document_prior, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.modes import FUSION_METHODS, RECALL_POLICIES
@@ -218,11 +218,7 @@ def _cross_language(indexes: Indexes, query: str, dense: dict[str, float] | None
     if not dense:
         return False
     best = sorted(dense, key=lambda c: -dense[c])[:EVIDENCE_SAMPLE]
-    evidence = sum(cjk_share(indexes.chunks[c].text) for c in best) / len(best)
-    return abs(cjk_share(query) - evidence) > CROSS_LANGUAGE_GAP
-
-
-CROSS_LANGUAGE_GAP = 0.6
+    return other_language(query, [indexes.chunks[c].text for c in best])
 
 
 def _filtered(
