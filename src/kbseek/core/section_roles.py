@@ -210,8 +210,15 @@ ROLES: tuple[Role, ...] = (
 )
 
 
+_EN_PATTERNS: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
 def _has_en(text: str, prefixes: tuple[str, ...]) -> bool:
-    return any(re.search(r"(?<![a-z])" + re.escape(p), text) for p in prefixes)
+    """Whether one of ``prefixes`` starts a word of ``text`` (one compiled alternation per list)."""
+    pattern = _EN_PATTERNS.get(prefixes)
+    if pattern is None:
+        pattern = _EN_PATTERNS[prefixes] = re.compile(r"(?<![a-z])(?:" + "|".join(map(re.escape, prefixes)) + ")")
+    return pattern.search(text) is not None
 
 
 def query_roles(query: str) -> frozenset[str]:
