@@ -140,7 +140,8 @@ def test_lanes_are_registered_with_default_weights():
 
     config = FusionConfig(weights={"bm25": 2.0})
     assert set(config.weights) == set(LANE_NAMES) and config.weights["bm25"] == 2.0
-    assert config.weights["section"] == 0.0 and config.weights["clauses"] == 0.0  # measured, not kept: off
+    assert config.weights["section"] == 1.0  # the purposes the question asks for: on
+    assert config.weights["clauses"] == 0.0 and config.weights["headings"] == 0.0  # measured, not kept: off
     with pytest.raises(ValueError, match="lanes are"):
         FusionConfig(weights={"rerank": 1.0})
     with pytest.raises(ValueError, match="cross_language"):
@@ -162,10 +163,12 @@ def test_a_lane_weighted_zero_does_not_run_and_a_weighted_one_does(dense_kb):
 
     query = "修复以后怎么确认已经好了，并且出问题时怎么回退"
     default = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf"))
-    assert set(default.candidates) == {"bm25", "dense", "l0", "dense_clauses"}  # two questions: the lane is on
-    off = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"dense_clauses": 0.0}))
+    # two questions, and purposes asked (verify, roll back): both lanes are on
+    assert set(default.candidates) == {"bm25", "dense", "l0", "dense_clauses", "section"}
+    zero = {"dense_clauses": 0.0, "section": 0.0}
+    off = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights=zero))
     assert set(off.candidates) == {"bm25", "dense", "l0"}
-    on = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"section": 1.0, "clauses": 1.0}))
+    on = recall.lookup(kb.indexes, query, config=FusionConfig(method="rsf", weights={"clauses": 1.0}))
     assert {"section", "clauses"} <= set(on.candidates)
     by_heading = {kb.indexes.chunks[c].heading_path[-1]: s for c, s in on.candidates["section"]}
     # the question asks to verify and to roll back: the sections headed so score on their purpose
