@@ -233,3 +233,15 @@ def test_ids_are_stable_across_knowledge_bases(kb, tmp_path):
     kb.delete("api/payment-errors.md")
     kb.upload(GOOD.encode(), "payment-errors.md")
     assert [c.id for c in kb.get_document("api/payment-errors.md").chunks] == chunk_ids
+
+
+def test_cached_tokens_come_back_with_one_string_per_word(kb, tmp_path):
+    # a start-up holds every chunk's cached tokens at once: a word repeated across chunks is one object
+    write(tmp_path / "src", "api/payment-errors.md", GOOD)
+    kb.ingest([tmp_path / "src"])
+    cached = kb.repository.tokens()
+    lists = [tokens for _, tokens in cached.values()]
+    assert len(lists) >= 1 and all(lists)
+    word = lists[0][0]
+    again = kb.repository.tokens()
+    assert next(iter(again.values()))[1][0] is word

@@ -1,3 +1,4 @@
+import json
 import random
 
 import bm25s
@@ -85,3 +86,14 @@ def test_idf_ranks_rare_terms_above_common_ones():
     index.add("c2", ["disk", "inode"])
     assert index.idf("inode") > index.idf("disk") > 0
     assert index.idf("never-seen") >= index.idf("inode")
+
+
+def test_a_term_is_held_once_whatever_list_it_came_in():
+    # token lists decoded from storage hold their own copy of every word; the index keeps one per distinct term
+    first, second = json.loads('["超时", "err_timeout"]'), json.loads('["超时", "err_timeout"]')
+    assert first[0] is not second[0]
+    index = BM25Index()
+    index.add("c1", first)
+    index.add("c2", second)
+    assert index._terms[0][0] is index._terms[1][0]
+    assert [hit.chunk_id for hit in index.search(["超时"], k=5)] == ["c1", "c2"]

@@ -11,6 +11,7 @@ static sparse matrix and must be rebuilt on every change; ``docs/benchmarks.md``
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from array import array
 from collections import Counter
@@ -65,7 +66,9 @@ class BM25Index:
             if chunk_id in self._slot:
                 self.remove([chunk_id])
             slot = len(self._ids)
-            counts = Counter(tokens)
+            # one string object per distinct term, whatever list the tokens came in (a JSON-decoded token list
+            # holds its own copy of every word): the per-chunk term tuples then hold pointers, not strings
+            counts = Counter(map(sys.intern, tokens))
             self._ids.append(chunk_id)
             self._slot[chunk_id] = slot
             self._terms.append(tuple(counts))

@@ -6,6 +6,7 @@ import builtins
 import contextlib
 import hashlib
 import logging
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -169,7 +170,8 @@ class SqlRepository:
                         ChunkRow.document_id.in_(batch)
                     )
                 for cid, version, text in session.execute(chosen):
-                    result[cid] = (version, text.split(TOKEN_SEPARATOR) if text else [])
+                    # interned: a start-up holds every chunk's tokens at once, and a word repeats in thousands
+                    result[cid] = (version, list(map(sys.intern, text.split(TOKEN_SEPARATOR))) if text else [])
         return result
 
     def save_tokens(self, rows: builtins.list[tuple[str, str, builtins.list[str]]]) -> None:
