@@ -221,8 +221,9 @@ class Settings(BaseSettings):
         description="BM25: the words of the same meaning a lexicon group adds (bundled operations lexicon and "
         "synonyms_file) share this weight of a query word (each weight / sqrt(n)); 0: off",
     )
-    learned_ranker: bool = Field(
-        default=False, description="Reorder each recalled document's sections by the embedder's fitted section ranker"
+    learned_ranker: bool = Field(default=False, description="Each document's sections in the fitted ranker's order")
+    context_share: float = Field(  # sections of context: overview, related alerts, references
+        default=0.5, ge=0, le=1, description="Share of its fused score an unasked context section keeps in its document"
     )
     lane_depth: int = Field(default=50, ge=1, le=1000, description="Candidates per lane before fusion")
     reranker_url: str = Field(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbseek.core.clauses import cjk_share, clauses
-from kbseek.core.section_roles import ROLES, heading_roles, query_roles
+from kbseek.core.section_roles import ROLES, context_section, heading_roles, query_roles
 
 
 @pytest.mark.parametrize(
@@ -126,3 +126,24 @@ def test_every_role_can_be_asked_and_declared_in_both_languages():
         assert role.asked_zh and role.asked_en and role.declared_zh and role.declared_en, role.name
         assert role.name in query_roles(role.asked_zh[0]) and role.name in query_roles(role.asked_en[0])
         assert role.name in heading_roles(role.declared_zh[0]) and role.name in heading_roles(role.declared_en[0])
+
+
+@pytest.mark.parametrize(
+    ("heading", "question", "context"),
+    [
+        ("问题描述", "CPU 飙高怎么处理？", True),
+        ("告警名称", "磁盘满了先做什么", True),
+        ("相关告警", "内存告警怎么排查", True),
+        ("参考文档", "Redis 延迟高怎么办", True),
+        ("Overview", "How do I fix the lag?", True),
+        ("See also", "How do I fix the lag?", True),
+        ("排查步骤", "CPU 飙高怎么处理？", False),
+        ("Mitigation", "How do I fix the lag?", False),
+        ("相关告警", "还有哪些别的告警会一起出现？", False),  # asked for: not context
+        ("问题描述", "这个告警是什么意思？", False),
+        ("Overview", "What is the meaning of this alert?", False),
+        ("参考文档", "有没有官方文档可以参考？", False),
+    ],
+)
+def test_a_section_of_context_is_one_the_question_does_not_ask_for(heading, question, context):
+    assert context_section(heading, query_roles(question)) is context

@@ -141,6 +141,20 @@ ROLES: tuple[Role, ...] = (
         ("related alert", "see also", "related"),
     ),
     Role(
+        "overview",
+        ("什么意思", "是啥意思", "含义", "概述", "简介", "介绍一下", "讲的是什么", "说的是什么"),
+        ("meaning", "overview", "describe", "description", "summary of", "introduc"),
+        ("问题描述", "描述", "概述", "简介", "概要", "含义", "背景", "告警名称"),
+        ("overview", "description", "meaning", "summary", "about", "background", "introduc"),
+    ),
+    Role(
+        "references",
+        ("参考文档", "参考资料", "文档链接", "官方文档", "相关文档", "延伸阅读", "资料"),
+        ("reference", "documentation", "further reading", "docs", "link"),
+        ("参考", "相关文档", "相关链接", "延伸阅读", "扩展阅读"),
+        ("reference", "see also", "further reading", "links", "documentation"),
+    ),
+    Role(
         "prevent",
         (
             "预防",
@@ -227,6 +241,10 @@ def query_roles(query: str) -> frozenset[str]:
     return frozenset(r.name for r in ROLES if any(w in text for w in r.asked_zh) or _has_en(text, r.asked_en))
 
 
+# Sections of context: they restate what the document is about (its overview, the alerts that fire with it, where
+# to read more), so they resemble every question about the document, and they rarely hold its answer.
+CONTEXT_ROLES = frozenset({"overview", "related", "references"})
+
 _HEADING_CACHE: dict[str, frozenset[str]] = {}
 
 
@@ -242,3 +260,18 @@ def heading_roles(heading: str) -> frozenset[str]:
             _HEADING_CACHE.clear()
         _HEADING_CACHE[heading] = roles
     return roles
+
+
+def context_section(heading: str, asked: frozenset[str]) -> bool:
+    """Whether a section headed ``heading`` is context for a question asking for ``asked``: its heading declares
+    a context purpose and none the question asks for.
+
+    >>> context_section("问题描述", query_roles("CPU 飙高怎么处理？"))
+    True
+    >>> context_section("相关告警", query_roles("还有哪些相关告警？"))
+    False
+    >>> context_section("Overview", frozenset()), context_section("Mitigation", frozenset())
+    (True, False)
+    """
+    declared = heading_roles(heading)
+    return bool(declared & CONTEXT_ROLES) and not declared & asked

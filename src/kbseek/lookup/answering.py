@@ -99,7 +99,10 @@ def l0_status(hint: KeywordHint) -> dict[str, str]:
 def question_signals(
     indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, reference: float | None
 ) -> Signals:
-    """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training)."""
+    """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training): from the
+    hits in the order fusion scored them, so a reordering of sections within their documents (sections of context
+    later, the learned ranker) changes what the answer shows first, not the evidence the gate weighs."""
+    hits = sorted(hits, key=lambda h: (-h.score, min((s.rank for s in h.lanes.values()), default=0), h.chunk.id))
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])

@@ -27,6 +27,7 @@ def fusion_config(settings: Settings) -> FusionConfig:
         lane_depth=settings.lane_depth,
         method=settings.fusion,
         learned_ranker=settings.learned_ranker,
+        context_share=settings.context_share,
         lexicon_weight=settings.lexicon_weight,
         # read once per configuration: a broken file is a clear error when the knowledge base opens
         lexicon_groups=tuple(load_synonyms(settings.synonyms_file)) if settings.synonyms_file else (),

@@ -10,12 +10,12 @@ from kbseek.core.alertline import clean as clean_query
 from kbseek.core.answerability import contains_any, identifiers
 from kbseek.core.ranker import FEATURES, RankerModel, within_documents
 from kbseek.core.results import Hit
-from kbseek.core.section_roles import heading_roles, query_roles
+from kbseek.core.section_roles import context_section, heading_roles, query_roles
 from kbseek.retrieval.indexes import Indexes
 
 DEPTH = 20  # the fused hits the ranker reorders; the rest keep their place after them
 
-__all__ = ["DEPTH", "FEATURES", "hit_features", "section_order"]
+__all__ = ["DEPTH", "FEATURES", "context_later", "hit_features", "section_order"]
 
 
 def hit_features(indexes: Indexes, query: str, hits: Sequence[Hit]) -> list[list[float]]:
@@ -56,4 +56,24 @@ def section_order(indexes: Indexes, query: str, hits: list[Hit], model: RankerMo
         return hits
     scores = model.scores(hit_features(indexes, query, head))
     order = within_documents([h.chunk.document_id for h in head], scores)
+    return [replace(hit, rank=rank) for rank, hit in enumerate([head[i] for i in order] + hits[DEPTH:], 1)]
+
+
+def context_later(query: str, hits: list[Hit], share: float) -> list[Hit]:
+    """The first :data:`DEPTH` hits with each document's sections of context (its overview, related alerts,
+    references: ``section_roles.context_section``) counting ``share`` of their fused score among that document's
+    sections; documents keep their places, so a document-level ranking is unchanged, and hits keep their scores.
+
+    Such a section resembles every question about its document, so it often tops the document's sections, yet it
+    rarely holds the answer; a question that asks for it (what the alert means, which alerts fire with it) keeps
+    it where the lanes put it."""
+    head = hits[:DEPTH]
+    asked = query_roles(clean_query(query))
+    context = [bool(h.chunk.heading_path) and context_section(h.chunk.heading_path[-1], asked) for h in head]
+    if not any(context):
+        return hits
+    scores = [h.score * share if c else h.score for h, c in zip(head, context, strict=True)]
+    order = within_documents([h.chunk.document_id for h in head], scores)
+    if order == list(range(len(head))):
+        return hits
     return [replace(hit, rank=rank) for rank, hit in enumerate([head[i] for i in order] + hits[DEPTH:], 1)]

@@ -30,7 +30,7 @@ from kbseek.ports import Reranker
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.lanes import DEFAULT_WEIGHTS, LANE_NAMES, SCORE_LABELS, LaneQuery, dense_lane, run_lanes
 from kbseek.retrieval.ranking import DEPTH as RANKED_DEPTH
-from kbseek.retrieval.ranking import section_order
+from kbseek.retrieval.ranking import context_later, section_order
 from kbseek.retrieval.reranking import reranked
 from kbseek.retrieval.vectors import DenseIndex
 
@@ -56,6 +56,9 @@ class FusionConfig:
     cross_language: float = 0.2
     document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
     learned_ranker: bool = False  # each document's sections reordered by the embedder's section ranker (core.ranker)
+    # within its document, a section of context (overview, related alerts, references) the question does not ask
+    # for counts this share of its fused score (``ranking.context_later``); 1 is off
+    context_share: float = 0.5
     lexicon_weight: float = 1.0  # the BM25 lane's terms of the same meaning (core.lexicon), shared by a group; 0 is off
     lexicon_groups: tuple[tuple[str, ...], ...] = ()  # a team's own groups (its synonyms file), beside the bundled
 
@@ -66,6 +69,8 @@ class FusionConfig:
             raise ValueError(f"fusion method {self.method!r} is not one of {', '.join(FUSION_METHODS)}")
         if not 0 <= self.cross_language <= 1 or self.document_prior < 0 or not 0 <= self.lexicon_weight <= 1:
             raise ValueError("0 <= cross_language <= 1, document_prior >= 0 and 0 <= lexicon_weight <= 1 are required")
+        if not 0 <= self.context_share <= 1:
+            raise ValueError(f"0 <= context_share <= 1 is required, got {self.context_share}")
         if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
             raise ValueError("rrf_k >= 0, lane_depth >= 1 and l0_chunks_per_document >= 1 are required")
         for lane, weight in self.weights.items():
@@ -187,13 +192,18 @@ def ranked_fusion(
     top_k: int,
 ) -> list[Hit]:
     """:func:`fuse`, then each document's sections in the order of the embedder's section ranker when the
-    configuration asks for it in a hybrid recall (``kbseek.core.ranker``); the live recall and a replay both rank
-    through it."""
+    configuration asks for it in a hybrid recall (``kbseek.core.ranker``), and its sections of context after the
+    others (``ranking.context_later``); the live recall and a replay both rank through it."""
     ranker: RankerModel | None = None
     if config.learned_ranker and policy == "hybrid" and "dense" in lanes:
         ranker = ranker_model_for(embedder_id)
-    hits = fuse(indexes, lanes, raw, config, max(top_k, RANKED_DEPTH) if ranker else top_k)
-    return section_order(indexes, query, hits, ranker)[:top_k] if ranker else hits
+    context = config.context_share < 1
+    hits = fuse(indexes, lanes, raw, config, max(top_k, RANKED_DEPTH) if ranker or context else top_k)
+    if ranker:
+        hits = section_order(indexes, query, hits, ranker)
+    if context:
+        hits = context_later(query, hits, config.context_share)
+    return hits[:top_k]
 
 
 WORD_LANES = ("bm25", "l0", "clauses")  # lanes that match words (the section lane matches purposes across languages)
