@@ -87,3 +87,11 @@ def test_updates_and_removal_are_visible_and_thread_safe():
     [t.join() for t in threads]
     assert not errors
     assert index.analyze_query("KEY_199").matches[0].document_id == "n199"
+
+
+def test_a_smaller_limit_keeps_the_first_matches_of_a_larger_one():
+    index = make_index()
+    for query in ("ERR_TIMEOUT 支付网关", "timeout", "磁盘 df 告警", "KafkaConsumerLagHigh api ops"):
+        full = index.analyze_query(query, limit=10).matches
+        for limit in (1, 2, 3):
+            assert index.analyze_query(query, limit=limit).matches == full[:limit]

@@ -179,13 +179,19 @@ class KeywordIndex:
                         weights[doc_id] = weights.get(doc_id, 0.0) + weight
             # score in full only the documents sharing the most (and rarest) tokens with the query
             candidates = heapq.nlargest(MAX_CANDIDATES, weights, key=weights.__getitem__)
+            # a title or summary token too common for a partial match is so for every candidate: sorted out once
+            df = self._text_df
+            rare = {t for t in query_tokens if df[t] <= common}
             scored = []
-            for doc_id in candidates:
-                match = self._score(self._docs[doc_id], norm, query_tokens, derived, common)
-                if match is not None:
-                    scored.append(match)
-        scored.sort(key=lambda m: (-m.score, m.path))
-        matches = tuple(scored[:limit])
+            for i, doc_id in enumerate(candidates):
+                doc = self._docs[doc_id]
+                found = self._score(doc, norm, query_tokens, derived, rare)
+                if found is not None:
+                    scored.append((-found[0], doc.entry.path, i, doc, found))
+        # (-score, path, candidate rank) orders as a stable sort by (-score, path) does; only the first
+        # ``limit`` become matches
+        scored.sort()
+        matches = tuple(_match(doc, *found) for *_, doc, found in scored[:limit])
         keywords = tuple(dict.fromkeys(k for m in matches for k in m.matched_keywords))
         domains = tuple(dict.fromkeys(m.category for m in matches))
         strong = {m.category for m in matches if m.exact and m.score >= STRONG_TIER}
@@ -193,46 +199,60 @@ class KeywordIndex:
         return KeywordHint(query, matches, keywords, domains, single)
 
     def _score(
-        self, doc: _Prepared, query: str, tokens: set[str], derived: set[str], common: int
-    ) -> DocumentMatch | None:
-        hits: list[tuple[float, float, str, bool]] = []  # tier, strength in [0, 1], field, exact
+        self, doc: _Prepared, query: str, tokens: set[str], derived: set[str], rare: set[str]
+    ) -> tuple[float, float, tuple[str, ...]] | None:
+        """(score, best tier, matched keywords), or None when nothing matches; ``rare``: the query tokens
+        uncommon enough for a partial title or summary match."""
+        # the best hit is the highest tier, and the strongest in it; the other hits' tiers add to the bonus
+        best, strength, total = 0.0, 0.0, 0.0
         matched: list[tuple[float, str]] = []
         for original, norm, parts in doc.keywords:
             if contains_term(query, norm):
-                hits.append((TIERS["keyword", True], 1.0, "keyword", True))
+                tier, power = _EXACT_KEYWORD, 1.0
                 matched.append((2.0, original))
             elif (shared := parts & tokens) and (shared - derived or len(shared) * 2 >= len(parts)):
-                coverage = len(shared) / len(parts)
-                hits.append((TIERS["keyword", False], coverage, "keyword", False))
-                matched.append((coverage, original))
-        for name, text, text_tokens in (
-            ("title", doc.title, doc.title_tokens),
-            ("summary", doc.summary, doc.summary_tokens),
-        ):
-            if len(text) >= 2 and contains_term(query, text):
-                # a one-word title ("RESTORE") is a weak, not an exact, title match
-                exact = len(text_tokens) >= 2
-                hits.append((TIERS[name, exact], 1.0, name, exact))
+                tier, power = _PARTIAL_KEYWORD, len(shared) / len(parts)
+                matched.append((power, original))
+            else:
                 continue
-            rare = {t for t in text_tokens & tokens if self._text_df[t] <= common}
-            coverage = len(rare) / max(1, len(text_tokens))
-            if rare:
-                hits.append((TIERS[name, False], coverage, name, False))
+            total += tier
+            if tier > best or (tier == best and power > strength):
+                best, strength = tier, power
+        for exact_tier, partial_tier, text, text_tokens in (
+            (_EXACT_TITLE, _PARTIAL_TITLE, doc.title, doc.title_tokens),
+            (_EXACT_SUMMARY, _PARTIAL_SUMMARY, doc.summary, doc.summary_tokens),
+        ):
+            if len(text) >= 2 and text in query and contains_term(query, text):  # ``in``: a cheap first test
+                # a one-word title ("RESTORE") is a weak, not an exact, title match
+                tier, power = (exact_tier if len(text_tokens) >= 2 else partial_tier), 1.0
+            elif shared_rare := text_tokens & rare:
+                tier, power = partial_tier, len(shared_rare) / max(1, len(text_tokens))
+            else:
+                continue
+            total += tier
+            if tier > best or (tier == best and power > strength):
+                best, strength = tier, power
         if doc.category in tokens:
-            hits.append((TIERS["category", True], 1.0, "category", True))
-        if not hits:
+            total += _CATEGORY
+            if best < _CATEGORY:
+                best, strength = _CATEGORY, 1.0
+        if not best:
             return None
-        hits.sort(key=lambda h: (-h[0], -h[1]))
-        tier, strength, field_name, exact = hits[0]
-        bonus = min(0.99, strength / 2 + sum(h[0] for h in hits[1:]) / 20)
-        matched.sort(key=lambda m: -m[0])
-        return DocumentMatch(
-            doc.entry.id,
-            doc.entry.path,
-            doc.entry.title,
-            doc.entry.category,
-            round(tier + bonus, 4),
-            field_name,
-            exact,
-            tuple(m[1] for m in matched),
-        )
+        # tiers are halves and wholes, so their sums are exact in any order
+        bonus = min(0.99, strength / 2 + (total - best) / 20)
+        if len(matched) > 1:
+            matched.sort(key=lambda m: -m[0])
+        return round(best + bonus, 4), best, tuple(m[1] for m in matched)
+
+
+_EXACT_KEYWORD, _PARTIAL_KEYWORD = TIERS["keyword", True], TIERS["keyword", False]
+_EXACT_TITLE, _PARTIAL_TITLE = TIERS["title", True], TIERS["title", False]
+_EXACT_SUMMARY, _PARTIAL_SUMMARY = TIERS["summary", True], TIERS["summary", False]
+_CATEGORY = TIERS["category", True]
+_FIELD_OF_TIER = {tier: key for key, tier in TIERS.items()}  # each tier is one field and exactness
+
+
+def _match(doc: _Prepared, score: float, tier: float, matched: tuple[str, ...]) -> DocumentMatch:
+    field_name, exact = _FIELD_OF_TIER[tier]
+    entry = doc.entry
+    return DocumentMatch(entry.id, entry.path, entry.title, entry.category, score, field_name, exact, matched)
