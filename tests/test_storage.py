@@ -68,3 +68,18 @@ def test_core_imports_no_database_or_framework():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_version_counter_is_read_afresh_by_another_repository(kb, settings):
+    from kbseek.adapters.sql.repository import SqlRepository
+
+    other_engine = make_engine(settings.database_url)
+    other = SqlRepository(other_engine)  # as another server process on the same database
+    try:
+        seen = [other.version()]
+        for n in range(3):
+            kb.ingest_documents([(f"notes/n{n}.md", f"# Note {n}\n\nbody {n}\n".encode())], origin="test")
+            seen.append(other.version())
+        assert len(set(seen)) == 4 and seen == sorted(seen) and seen[-1] == kb.repository.version()
+    finally:
+        other_engine.dispose()

@@ -50,6 +50,10 @@ class SqlRepository:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        # every lookup reads the counter: compiled once to the dialect's SQL (the key is a constant), it skips the
+        # ORM session and the statement cache (SQLite: 145 -> 28 us a read)
+        read = select(StateRow.value).where(StateRow.key == VERSION_KEY)
+        self._version_sql = str(read.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
     def _session(self) -> Session:
         return self._sessions()
@@ -91,8 +95,8 @@ class SqlRepository:
 
     def version(self) -> int:
         """The change counter: bumped by every add, update and delete."""
-        with self._session() as session:
-            return session.scalar(select(StateRow.value).where(StateRow.key == VERSION_KEY)) or 0
+        with self.engine.connect() as connection:  # its own transaction: it sees every commit before it
+            return connection.exec_driver_sql(self._version_sql).scalar() or 0
 
     def hashes(self) -> dict[str, tuple[str, str | None]]:
         """``{path: (content_hash, origin)}`` for every document, in one query."""
