@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-from kbseek.adapters.vectors_local import LocalVectorStore
+from kbseek.adapters.vectors_local import LocalVectorStore, _kth_largest
 from kbseek.adapters.vectors_milvus import MilvusVectorStore, string_literal
 from kbseek.ports import VectorRecord, VectorStore
 
@@ -86,3 +86,21 @@ def test_wrong_dimension_is_refused():
 
 def test_string_literal_escapes_quotes_and_backslashes():
     assert string_literal('a"b\\c') == '"a\\"b\\\\c"'
+
+
+def test_the_kth_largest_is_the_one_a_full_partition_selects():
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n = int(rng.integers(1, 12000))
+        k = int(rng.integers(1, min(n, 300) + 1))
+        values = rng.standard_normal(n).astype(np.float32)
+        if trial % 2:
+            values = np.round(values, 1)  # ties
+        if trial % 3 == 0:
+            values[rng.random(n) < 0.6] = -np.inf  # rows outside the asked categories
+        if trial % 5 == 0:
+            values[rng.random(n) < 0.01] = np.nan
+        expected = np.partition(values, n - k)[n - k]
+        got = _kth_largest(values, k)
+        assert type(got) is np.float32
+        assert got == expected or (np.isnan(got) and np.isnan(expected))

@@ -76,7 +76,7 @@ class LocalVectorStore:
                 mask = np.fromiter((c in allowed for c in self._categories), dtype=bool, count=len(self._ids))
                 rough = np.where(mask, rough, -np.inf)
             k = min(top_k, len(self._ids))
-            kth = np.partition(rough, len(rough) - k)[len(rough) - k]
+            kth = _kth_largest(rough, k)
             near = np.flatnonzero(rough >= kth - ROUGH_ERROR if np.isfinite(kth) else np.isfinite(rough))
             # A float32 mat-vec's last bits depend on where a row sits in the matrix (BLAS works on blocks of rows:
             # up to 2.4e-7 on the example knowledge base), so a chunk's cosine would depend on what else is stored
@@ -97,6 +97,16 @@ class LocalVectorStore:
 
     def close(self) -> None:
         pass
+
+
+def _kth_largest(values: np.ndarray, k: int, sample: int = 1024) -> np.floating:
+    """``np.partition(values, n - k)[n - k]``, selecting among fewer values: the k-th largest of the first
+    ``sample`` is at most the k-th largest of all, so nothing below it can be the answer (10k rows: 55 -> 15 us)."""
+    if len(values) <= 2 * sample or k > sample // 4:
+        return np.partition(values, len(values) - k)[len(values) - k]
+    bound = np.partition(values[:sample], sample - k)[sample - k]
+    kept = values[~(values < bound)]  # NaN is kept, as partition counts it above everything
+    return np.partition(kept, len(kept) - k)[len(kept) - k]  # a float32 still: ``kth - ROUGH_ERROR`` is, too
 
 
 def _unit(vector: np.ndarray, dim: int) -> np.ndarray:
