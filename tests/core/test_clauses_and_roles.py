@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbseek.core.clauses import cjk_share, clauses
-from kbseek.core.section_roles import ROLES, context_section, heading_roles, query_roles
+from kbseek.core.section_roles import ROLES, context_section, heading_roles, query_roles, section_purposes
 
 
 @pytest.mark.parametrize(
@@ -146,4 +146,19 @@ def test_every_role_can_be_asked_and_declared_in_both_languages():
     ],
 )
 def test_a_section_of_context_is_one_the_question_does_not_ask_for(heading, question, context):
-    assert context_section(heading, query_roles(question)) is context
+    assert context_section([(1, "Runbook"), (2, heading)], query_roles(question)) is context
+
+
+@pytest.mark.parametrize(
+    ("headings", "purposes"),
+    [
+        ([(1, "CPU 使用率过高"), (2, "排查步骤"), (3, "步骤4: 检查依赖服务状态")], {"locate"}),
+        ([(1, "CPU 使用率过高"), (2, "常见原因分析"), (3, "原因3: 依赖服务故障")], {"cause"}),
+        ([(1, "CPU 使用率过高"), (2, "排查步骤"), (3, "步骤5: 验证修复")], {"verify"}),  # its own heading first
+        ([(1, "回滚方案"), (2, "第一步")], set()),  # a title names the subject, not the purpose
+        ([(1, "回滚方案")], {"rollback"}),
+        ([(2, "Diagnosis"), (3, "Step 2")], {"locate"}),
+    ],
+)
+def test_a_section_without_a_purpose_of_its_own_takes_the_one_it_sits_under(headings, purposes):
+    assert set(section_purposes(headings)) == purposes

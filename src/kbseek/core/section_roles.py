@@ -21,6 +21,7 @@ that ask for it in a question and the words that declare it in a heading.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -262,16 +263,32 @@ def heading_roles(heading: str) -> frozenset[str]:
     return roles
 
 
-def context_section(heading: str, asked: frozenset[str]) -> bool:
-    """Whether a section headed ``heading`` is context for a question asking for ``asked``: its heading declares
-    a context purpose and none the question asks for.
+def section_purposes(headings: Sequence[tuple[int, str]]) -> frozenset[str]:
+    """The purposes a section declares, from its ``(level, heading)`` stack: its own heading's or, when that
+    declares none, those of the nearest heading above it that declares some (a step under 排查步骤 is a step of
+    locating the fault); above the section, a document's title (level 1) names its subject, not a purpose.
 
-    >>> context_section("问题描述", query_roles("CPU 飙高怎么处理？"))
+    >>> sorted(section_purposes([(1, "CPU 使用率过高"), (2, "排查步骤"), (3, "步骤4: 检查依赖服务状态")]))
+    ['locate']
+    >>> sorted(section_purposes([(1, "回滚方案"), (2, "步骤1")])), sorted(section_purposes([(1, "回滚方案")]))
+    ([], ['rollback'])
+    """
+    for above, (level, heading) in enumerate(reversed(headings)):
+        if (not above or level > 1) and (declared := heading_roles(heading)):
+            return declared
+    return frozenset()
+
+
+def context_section(headings: Sequence[tuple[int, str]], asked: frozenset[str]) -> bool:
+    """Whether a section (its ``(level, heading)`` stack) is context for a question asking for ``asked``: it
+    declares a context purpose (``section_purposes``) and none the question asks for.
+
+    >>> context_section([(1, "CPU 飙高"), (2, "问题描述")], query_roles("CPU 飙高怎么处理？"))
     True
-    >>> context_section("相关告警", query_roles("还有哪些相关告警？"))
+    >>> context_section([(1, "CPU 飙高"), (2, "相关告警")], query_roles("还有哪些相关告警？"))
     False
-    >>> context_section("Overview", frozenset()), context_section("Mitigation", frozenset())
+    >>> context_section([(2, "Overview")], frozenset()), context_section([(2, "Mitigation")], frozenset())
     (True, False)
     """
-    declared = heading_roles(heading)
+    declared = section_purposes(headings)
     return bool(declared & CONTEXT_ROLES) and not declared & asked

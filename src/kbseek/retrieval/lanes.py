@@ -21,7 +21,7 @@ from kbseek.core.keywords import KeywordHint
 from kbseek.core.lexicon import BUNDLED, Lexicon
 from kbseek.core.relevance import GAP_RANK
 from kbseek.core.rewrite import load_synonyms
-from kbseek.core.section_roles import heading_roles, query_roles
+from kbseek.core.section_roles import query_roles, section_purposes
 from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval import latent_terms
 from kbseek.retrieval.indexes import Indexes
@@ -186,8 +186,7 @@ def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     started = time.perf_counter()
     scores: dict[str, float] = {}
     for chunk_id in pool:
-        path = indexes.chunks[chunk_id].heading_path
-        matched = len(roles & heading_roles(path[-1])) if path else 0
+        matched = len(roles & section_purposes(indexes.chunks[chunk_id].headings))
         if matched:
             scores[chunk_id] = float(matched)
     ids = sorted(scores, key=lambda c: -scores[c])  # stable: pool order breaks ties

@@ -69,7 +69,7 @@ def context_later(query: str, hits: list[Hit], share: float) -> list[Hit]:
     it where the lanes put it."""
     head = hits[:DEPTH]
     asked = query_roles(clean_query(query))
-    context = [bool(h.chunk.heading_path) and context_section(h.chunk.heading_path[-1], asked) for h in head]
+    context = [context_section(h.chunk.headings, asked) for h in head]
     if not any(context):
         return hits
     scores = [h.score * share if c else h.score for h, c in zip(head, context, strict=True)]
