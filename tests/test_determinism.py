@@ -121,3 +121,24 @@ def test_the_embedding_engine_gives_the_same_bits_whatever_its_thread_count_or_b
     assert np.array_equal(
         np.frombuffer(bytes.fromhex(outputs[0]), dtype=np.float32).reshape(2, len(TEXTS), -1)[0], together
     )
+
+
+L0_HINT = (
+    "from kbseek.core.analysis import Analyzer; from kbseek.core.keywords import KeywordIndex; "
+    "from kbseek.core.models import DocumentCard; words = [f'term{i}x' for i in range(40)]; "
+    "index = KeywordIndex(Analyzer()); index.load([DocumentCard(f'd{i:03d}', f'ops/{i:03d}.md', f'告警{i}', "
+    "f'{words[i % 40]} 处理', (f'kw{i}',), 'ops') for i in range(400)]); "
+    "print([(m.path, m.score) for m in index.analyze_query(' '.join(words)).matches])"
+)
+
+
+def test_the_keyword_hint_is_the_same_in_every_process():
+    """400 documents tie for the 200 the hint scores in full; which ones it keeps must not follow the set order
+    that each process's string hashing gives the query's tokens."""
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", L0_HINT], env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        outputs.add(run.stdout)
+    assert len(outputs) == 1 and "ops/000.md" in outputs.pop()

@@ -171,14 +171,15 @@ class KeywordIndex:
             common = max(3, int(COMMON_SHARE * len(self._docs)))
             too_common = max(MIN_HINT_DF, int(HINT_SHARE * len(self._docs)))
             weights: dict[str, float] = {}
-            for token in query_tokens:
+            for token in sorted(query_tokens):  # a set's order changes with the process's string hashing
                 holders = self._postings.get(token, ())
                 if len(holders) <= too_common:  # a token most documents share is no hint
                     weight = 1.0 / math.log(2 + len(holders))  # rarer tokens weigh more
                     for doc_id in holders:
                         weights[doc_id] = weights.get(doc_id, 0.0) + weight
             # score in full only the documents sharing the most (and rarest) tokens with the query
-            candidates = heapq.nlargest(MAX_CANDIDATES, weights, key=weights.__getitem__)
+            # (equal weights fall to the document id: the same candidates in every process)
+            candidates = heapq.nsmallest(MAX_CANDIDATES, weights, key=lambda d: (-weights[d], d))
             # a title or summary token too common for a partial match is so for every candidate: sorted out once
             df = self._text_df
             rare = {t for t in query_tokens if df[t] <= common}
