@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -134,7 +135,9 @@ class KeywordIndex:
             self._text_df.subtract(old.title_tokens | old.summary_tokens)
 
     def _prepare(self, entry: DocumentCard) -> _Prepared:
-        tokens = self.analyzer.tokens
+        def tokens(text: str) -> list[str]:  # interned: the same words recur in thousands of entries and postings
+            return list(map(sys.intern, self.analyzer.tokens(text)))
+
         keywords = []
         for keyword in entry.keywords:
             norm = normalize(keyword).strip()
@@ -147,7 +150,7 @@ class KeywordIndex:
         for _, norm, parts in keywords:
             all_tokens |= parts
             all_tokens.update(tokens(norm))
-        category = normalize(entry.category)
+        category = sys.intern(normalize(entry.category))
         all_tokens.add(category)
         return _Prepared(
             entry,
