@@ -183,3 +183,11 @@ def test_the_status_prefix_no_longer_changes_the_tokens(analyzer):
         == analyzer.tokens(clean_query(bare))
         == ["highcpuusage", "high", "cpu", "usag", "payment-gateway", "payment", "gateway"]
     )
+
+
+def test_tokens_are_one_string_per_word():
+    # the indexes and a refresh's token lists for thousands of chunks then hold each word once
+    analyzer = Analyzer()
+    text = "磁盘空间不足 DiskSpaceUsageHigh"
+    first, second = analyzer.tokens(text), analyzer.tokens(text)
+    assert first == second and all(a is b for a, b in zip(first, second, strict=True))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import sys
 import threading
 import unicodedata
 from collections.abc import Iterable
@@ -152,7 +153,8 @@ class Analyzer:
             return changed
 
     def tokens(self, text: str) -> list[str]:
-        """Analysed tokens in text order (duplicates kept: they are term frequencies)."""
+        """Analysed tokens in text order (duplicates kept: they are term frequencies), interned: a word recurs in
+        thousands of chunks, and the indexes and a refresh's token lists then hold one string for it."""
         text = strip_noise(unicodedata.normalize("NFKC", text))
         lowered = text.lower()
         out: list[str] = []
@@ -166,7 +168,7 @@ class Analyzer:
             out.extend(f"{a.lower()}_{b}" for a, b in _PAIR.findall(text))
             if self._phrases is not None:
                 out.extend(m.group(0) for m in self._phrases.finditer(lowered))
-        return out
+        return list(map(sys.intern, out))
 
     def _word_tokens(self, whole: str | None, parts: list[str]) -> list[str]:
         # identifiers: the whole stays exact; parts are stemmed like words
