@@ -135,9 +135,7 @@ class KeywordIndex:
             self._text_df.subtract(old.title_tokens | old.summary_tokens)
 
     def _prepare(self, entry: DocumentCard) -> _Prepared:
-        def tokens(text: str) -> list[str]:  # interned: the same words recur in thousands of entries and postings
-            return list(map(sys.intern, self.analyzer.tokens(text)))
-
+        tokens = self.analyzer.tokens  # interned by the analyser: one string per word across entries and postings
         keywords = []
         for keyword in entry.keywords:
             norm = normalize(keyword).strip()
