@@ -172,6 +172,9 @@ def test_no_answer_metrics_and_tag_breakdown(tmp_path):
         "unanswerable_refused": 1.0,
     }
     assert answer["no_answer"]["unanswerable_refused"] == 1.0 and answer["no_answer"]["answerable_refused"] == 0.0
+    # the questions without an answer are listed with what was returned for them: here nothing
+    assert [(u["query_id"], u["ranking"]) for u in recall["unanswerable"]] == [("n", [])]
+    assert [(u["query_id"], u["ranking"]) for u in answer["unanswerable"]] == [("n", [])]
     assert recall["by_tag"]["exact-term"]["queries"] == 2 and recall["by_tag"]["section"]["queries"] == 1
     per = {p["query_id"]: p["metrics"] for p in recall["per_query"]}
     assert recall["by_tag"]["exact-term"]["hit@1"] == pytest.approx((per["a"]["hit@1"] + per["b"]["hit@1"]) / 2)

@@ -287,6 +287,10 @@ def report(
                     }
                     for q in dataset.queries
                 ],
+                "unanswerable": [
+                    {"query_id": q.id, "query": q.text, "ranking": list(m.ranking(r.run.get(q.id, {})))[:10]}
+                    for q in dataset.unanswerable
+                ],
             }
             for r in runs
         ],
