@@ -194,6 +194,10 @@ class BM25Index:
         df = self._df.get(term, 0)
         return math.log(1 + (alive - df + 0.5) / (df + 0.5))
 
+    def knows(self, term: str) -> bool:
+        """Whether some live chunk holds the term."""
+        return term in self._df
+
     def coverage(self, tokens: Sequence[str], chunk_ids: Iterable[str]) -> dict[str, float]:
         """Share of the query's IDF weight each chunk contains, in [0, 1].
 

@@ -26,7 +26,14 @@ from kbseek.core.answer import (
     join_chunks,
     metadata_only,
 )
-from kbseek.core.answerability import Signals, identifier_mask, identifiers, relative_mask, signals
+from kbseek.core.answerability import (
+    Signals,
+    identifier_mask,
+    identifiers,
+    named_terms,
+    relative_mask,
+    signals,
+)
 from kbseek.core.clauses import other_language
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
@@ -119,6 +126,9 @@ def question_signals(
         bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
         ideal=ideal,
         cross_language=other_language(cleaned, [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]),
+        unknown_name=any(
+            not indexes.bm25.knows(forms[0]) for forms in map(indexes.analyzer.tokens, named_terms(cleaned)) if forms
+        ),
     )
 
 

