@@ -3,8 +3,9 @@
 The per-hit thresholds of ``core.relevance`` judge each hit on its own; a near-topic question (a neighbouring
 technology's failure mode, a sizing rule the runbooks never give) has hits that pass them one by one. What tells
 it apart is the query's whole recall: how far its best cosine stands above the background (the gap), how far the
-best document stands above the next one (the margin), how much of the query's weight the best chunks hold, and
-whether a named identifier (``ERR_TIMEOUT``, ``HighCPUUsage``, ``kube-proxy``) is found at all. A logistic
+best document stands above the next one (the margin), how much of the query's weight the best chunks hold, whether
+a named identifier (``ERR_TIMEOUT``, ``HighCPUUsage``, ``kube-proxy``) is found at all, and whether the question
+names something no chunk holds (``named_terms``: Elasticsearch asked of runbooks that never mention it). A logistic
 regression over those signals gives the probability that the question is answered (:func:`probability`); the gate
 refuses below ``cut``, and a knowledge base may set its own cut (``kbseek eval calibrate``).
 
@@ -204,7 +205,8 @@ MODELS: dict[str, Model] = {
         (0.88404, 0.0182, 0.00974, 0.29467, 0.1407, 0.05402, 0.10678),
         (0.03429, 0.01398, 0.01043, 0.29156, 0.34772, 0.22606, 0.30884),
         cut=0.1866,
-        source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, off-topic banks; 796 rows",
+        source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, off-topic banks; 796 rows; "
+        "unknown names (2026-12-04)",
     ),
     LEXICAL: Model(
         (0.15767, 0.8322, 0.40965, -0.38939, 0.30951, -0.29178),
@@ -213,7 +215,7 @@ MODELS: dict[str, Model] = {
         (0.28055, 0.18311, 0.23153, 0.34791, 0.21751, 0.30085),
         cut=0.1296,
         source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, tidb-ops-dev, off-topic "
-        "banks; 944 rows",
+        "banks; 944 rows; unknown names (2026-12-04)",
         features=LEXICAL_FEATURES,
     ),
 }
