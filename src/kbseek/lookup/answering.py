@@ -126,10 +126,18 @@ def question_signals(
         bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
         ideal=ideal,
         cross_language=other_language(cleaned, [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]),
-        unknown_name=any(
-            not indexes.bm25.knows(forms[0]) for forms in map(indexes.analyzer.tokens, named_terms(cleaned)) if forms
-        ),
+        unknown_name=bool(unknown_names(indexes, cleaned)),
     )
+
+
+def unknown_names(indexes: Indexes, query: str) -> list[str]:
+    """The names a (cleaned) question gives (``named_terms``) whose whole form no live chunk holds, in order: the
+    gate's ``unknown_name``, and a note for the agent."""
+    return [
+        name
+        for name in named_terms(query)
+        if (forms := indexes.analyzer.tokens(name)) and not indexes.bm25.knows(forms[0])
+    ]
 
 
 def levelled(

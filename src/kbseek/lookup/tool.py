@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from kbseek.core.alertline import clean as clean_query
 from kbseek.core.answer import Answer, Candidate
 from kbseek.core.answerability import Model
 from kbseek.core.keywords import KeywordHint
@@ -33,6 +34,7 @@ from kbseek.lookup.answering import (
     place,
     question_signals,
     recall_depth,
+    unknown_names,
 )
 from kbseek.lookup.config import LookupConfig
 from kbseek.lookup.offtopic import OffTopicFloor
@@ -314,6 +316,9 @@ class LookupTool:
             notes.append("the rewritten query found no confident match; answered from the original query")
         for result in results:
             notes += [n for n in result.notes if n not in notes]
+        missing = unknown_names(self.indexes, clean_query(request.query))
+        if missing:
+            notes.append(f"no document of this knowledge base mentions {', '.join(missing)}")
         confident = [c for c in candidates if c.level != REFERENCE]
         log.info(
             "confidence: confident=%s hits=%d above_reference=%d thresholds=%s",
