@@ -138,3 +138,9 @@ def test_report_without_json_copies_no_query_text(tmp_path):
     path = write_report(report, tmp_path, "shared", with_json=False)
     assert not (tmp_path / "shared.json").exists()
     assert report["runs"][0]["per_query"][0]["query"] not in path.read_text("utf-8")
+    # the cases without an answer that an answer policy answered are named by id, never by their text
+    answer = next(r for r in report["runs"] if r["name"] == "answer:hybrid")
+    answered = [u for u in answer["unanswerable"] if u["ranking"]]
+    text = path.read_text("utf-8")
+    assert answered and f"| answer:hybrid | {', '.join(u['query_id'] for u in answered)} |" in text
+    assert not any(u["query"] in text for u in answer["unanswerable"])

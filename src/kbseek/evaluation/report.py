@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kbseek.evaluation.retrievers import is_answer_policy
+
 HEADLINE = ("ndcg@10", "recall@10", "mrr@10", "hit@1")
 
 
@@ -73,6 +75,7 @@ def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | Non
         )
     if "metrics" in charts:
         lines += ["", f"![metrics per run]({charts['metrics']})"]
+    lines += _answered_without_answer(report)
     tags = sorted({t for run in report["runs"] for t in run.get("by_tag", {})})
     if tags:
         metric = metrics[0]
@@ -95,6 +98,19 @@ def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | Non
         if "tags" in charts:
             lines += ["", f"![{metric} by tag]({charts['tags']})"]
     return "\n".join(lines) + "\n"
+
+
+def _answered_without_answer(report: dict[str, Any]) -> list[str]:
+    """Per answer policy, the ids of the cases without an answer that it answered anyway (ids only: a report
+    without its JSON copies no query text)."""
+    rows = [
+        f"| {run['name']} | {', '.join(u['query_id'] for u in answered)} |"
+        for run in report["runs"]
+        if is_answer_policy(run["policy"]) and (answered := [u for u in run.get("unanswerable", []) if u["ranking"]])
+    ]
+    if not rows:
+        return []
+    return ["", "## Cases without an answer that were answered", "", "| run | cases |", "|---|---|", *rows]
 
 
 def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
