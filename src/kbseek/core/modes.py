@@ -40,3 +40,14 @@ EMBEDDING_INPUTS = values(EmbeddingInput)
 VECTOR_STORES = values(VectorStoreKind)
 LOG_FORMATS = values(LogFormat)
 ANSWER_FORMATS = values(AnswerFormat)
+
+ANSWER_PREFIX = "answer:"  # an evaluation policy that scores the answer of the recall policy after it
+
+
+def is_answer_policy(policy: str) -> bool:
+    """Whether an evaluation ``policy`` scores the answer an agent receives rather than the recall.
+
+    >>> is_answer_policy("hybrid"), is_answer_policy("answer:hybrid"), is_answer_policy("legacy")
+    (False, True, True)
+    """
+    return policy == "legacy" or policy.startswith(ANSWER_PREFIX)

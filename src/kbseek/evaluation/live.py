@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from kbseek.core.modes import is_answer_policy
 from kbseek.errors import LiveEvalError
 from kbseek.evaluation.datasets import Dataset, Query
 from kbseek.evaluation.retrievers import (
@@ -19,7 +20,6 @@ from kbseek.evaluation.retrievers import (
     LabelledChunk,
     answer_request,
     default_request,
-    is_answer_policy,
 )
 from kbseek.evaluation.runner import metric_names, report, run_policy
 from kbseek.settings import Settings

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kbseek.evaluation.retrievers import is_answer_policy
+from kbseek.core.modes import is_answer_policy
 
 HEADLINE = ("ndcg@10", "recall@10", "mrr@10", "hit@1")
 

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 from kbseek.core.answer import Answer
 from kbseek.core.models import Chunk
+from kbseek.core.modes import ANSWER_PREFIX, is_answer_policy
 from kbseek.evaluation.datasets import JudgedChunk, Query
 from kbseek.lookup.tool import LookupTool
 from kbseek.retrieval.indexes import Indexes
 
-ANSWER_PREFIX = "answer:"
 ANSWER_TOP_K = 50  # the most pieces a lookup_knowledge request may ask for
 ANSWER_BUDGET_CHARS = 100_000  # the largest budget: the answer is scored, not read
 
@@ -35,15 +35,6 @@ class Retriever(Protocol):
     """``retrieve(query, policy, depth)``: the policy's ranked chunks for ``query``, best first, at most ``depth``."""
 
     def __call__(self, query: Query, policy: str, depth: int) -> Sequence[JudgedChunk]: ...
-
-
-def is_answer_policy(policy: str) -> bool:
-    """Whether ``policy`` scores the answer an agent receives rather than the recall.
-
-    >>> is_answer_policy("hybrid"), is_answer_policy("answer:hybrid"), is_answer_policy("legacy")
-    (False, True, True)
-    """
-    return policy == "legacy" or policy.startswith(ANSWER_PREFIX)
 
 
 def answer_request(query: str, policy: str, depth: int) -> dict[str, Any]:

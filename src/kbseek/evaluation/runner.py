@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from kbseek.core import metrics as m
+from kbseek.core.modes import is_answer_policy
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE
 from kbseek.errors import DatasetError
 from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
 from kbseek.evaluation.replay import replay_retriever
-from kbseek.evaluation.retrievers import Retriever, ToolRetriever, is_answer_policy
+from kbseek.evaluation.retrievers import Retriever, ToolRetriever
 from kbseek.lookup.tool import IndexRecall
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
