@@ -11,7 +11,9 @@ as the settings say and embeds corpus sections cut at 800 characters (as chunks 
 ``embed_documents`` until stopped, and reports the texts per second it embedded during the phase. Variants:
 ``quiet`` (no other process), ``before`` (the loop runs the code at ``--before-src``, e.g. a checkout of the
 previous version: no budget), ``budget`` (this version's defaults: nice 19), ``nice10`` (the budget at nice 10),
-``threads1`` (the budget with one document-embedding thread, a core left to queries).
+``threads1`` (the budget with one document-embedding thread, a core left to queries). ``--rate 20 --seconds 30``
+paces the lookups instead (20 a second for 30 s per phase), so the ingest beside them makes progress and its rate
+says what the lookups cost it.
 """
 
 from __future__ import annotations
@@ -155,8 +157,15 @@ def while_embedding(home: Path, store: str, queries: list[str], variants: list[s
                 assert loop.stdout is not None and loop.stdout.readline().strip() == "embedding"
                 time.sleep(5)  # its first batch is under way
                 loop.send_signal(signal.SIGUSR1)
-            for q in phase:
-                totals[variant].append(kb.lookup(q, top_k=5).timings_ms["total"])
+            if args.rate:  # lookups paced at a fixed rate for --seconds, the other process's ingest going on beside
+                start, n = time.perf_counter(), 0
+                while time.perf_counter() - start < args.seconds:
+                    time.sleep(max(0.0, start + n / args.rate - time.perf_counter()))
+                    totals[variant].append(kb.lookup(phase[n % len(phase)], top_k=5).timings_ms["total"])
+                    n += 1
+            else:
+                for q in phase:
+                    totals[variant].append(kb.lookup(q, top_k=5).timings_ms["total"])
             loads[variant].append(Path("/proc/loadavg").read_text().split()[0])
             if loop is not None and loop.stdout is not None:
                 loop.send_signal(signal.SIGUSR1)
@@ -186,6 +195,8 @@ def main() -> None:
     parser.add_argument("--stores", default="local,milvus")
     parser.add_argument("--work", default=None, help="keep the built homes here (reused when present)")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the 110 queries")
+    parser.add_argument("--rate", type=float, default=0, help="--while-embedding: lookups per second (0: back to back)")
+    parser.add_argument("--seconds", type=float, default=30, help="--rate: seconds per phase")
     args = parser.parse_args()
     if args.embed_loop:
         embed_loop()

@@ -103,3 +103,46 @@ def test_a_cpu_without_avx2_runs_the_wheels_engine(tmp_path, monkeypatch):
     assert "avx2" not in flags and "sse2" in flags
     monkeypatch.setattr(e5_engine, "cpu_flags", lambda: flags)
     assert e5_engine.library("auto") is None
+
+
+@needs_ours
+def test_a_document_embedding_pauses_while_a_query_holds_the_hosts_query_turn(ours, tmp_path):
+    """Inside the engine, between the stages of its forward pass: the pausing thread waits while another
+    descriptor holds the shared lock a query holds (``HostTurns.query``), and gives the same vector after."""
+    import fcntl
+    import os
+    import threading
+
+    text = PASSAGES[2]
+    expected = ours.passage([text])
+    lock_file = tmp_path / "queries.lock"
+    query_fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+    probe_fd = os.open(lock_file, os.O_RDWR)
+    done = threading.Event()
+    out: dict[str, np.ndarray] = {}
+
+    def documents(fd: int) -> None:
+        e5_engine.pause_for_queries(ours._lib, fd, 600.0)  # this thread only
+        try:
+            out["vector"] = ours.passage([text])
+        finally:
+            e5_engine.pause_for_queries(ours._lib, None, 0)
+            done.set()
+
+    try:
+        fcntl.flock(query_fd, fcntl.LOCK_SH)  # a query is being embedded
+        paused = threading.Thread(target=documents, args=(probe_fd,))
+        paused.start()
+        # a thread that does not pause finishes beside the query (the model embeds this text in well under a second)
+        unpaused = threading.Thread(target=lambda: out.setdefault("beside", ours.passage([text])))
+        unpaused.start()
+        unpaused.join(300)
+        assert not unpaused.is_alive() and np.array_equal(out["beside"], expected)
+        assert not done.wait(1.0), "the document embedding ran on while a query held its turn"
+        fcntl.flock(query_fd, fcntl.LOCK_UN)  # the query is done
+        assert done.wait(300)
+        paused.join()
+        assert np.array_equal(out["vector"], expected)
+    finally:
+        os.close(query_fd)
+        os.close(probe_fd)

@@ -51,6 +51,14 @@ def describe(lib: Any, ours: bool) -> str:
     return f"kbseek e5fast ({KERNELS.get(int(kernel()), 'C')})"
 
 
+def pause_for_queries(lib: Any, fd: int | None, max_s: float) -> None:
+    """The calling thread's embeddings pause between stages while a query holds the host's query turn (its shared
+    flock on ``fd``), at most ``max_s`` per call: a document slice under way gives the cores to a query that
+    arrives, where it would otherwise run beside it (``embedding_budget``). Call it in the document thread."""
+    lib.e5fast_pause_for_queries.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.e5fast_pause_for_queries(-1 if fd is None else fd, int(max_s * 1000))
+
+
 def force_kernel(lib: Any, kernel: int) -> None:
     """Run the AVX2 kernel (1) even where VNNI is there, or let the CPU choose again (2): for comparing them."""
     lib.e5fast_force_kernel.argtypes = [ctypes.c_int]

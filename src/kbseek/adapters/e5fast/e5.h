@@ -58,6 +58,9 @@ int e5_embed_sparse(e5_model *m, const char *text, int top_k,
  * force the AVX2 one (1) or let the CPU decide again (any other value). */
 int  e5fast_kernel(void);
 void e5fast_force_kernel(int kernel);
+/* The calling thread's embeddings pause between stages while another holder has a shared flock on fd (a query
+ * being embedded on the host), at most max_ms per call; fd < 0: never (the default). */
+void e5fast_pause_for_queries(int fd, int max_ms);
 
 #ifdef __cplusplus
 }

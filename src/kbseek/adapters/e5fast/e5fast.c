@@ -39,6 +39,8 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/file.h>
+#include <errno.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -531,6 +533,30 @@ static int tok_content(const tokenizer *t, const char *text,
     return ncontent;
 }
 
+/* -------------------------- queries first -----------------------------
+ * A thread that embeds documents can ask to pause whenever a query is being embedded on the host: kbseek's
+ * queries hold a shared flock on a file while they run (adapters/embedding_budget.py), and between the stages of
+ * its forward pass such a thread tries that lock exclusively; while it cannot have it, a query runs, and the
+ * thread sleeps instead of taking the cores from it, at most max_ms per call (a steady stream of queries cannot
+ * starve the documents). Per thread: a query thread never pauses. fd < 0 turns it off. */
+static __thread int pause_fd = -1;
+static __thread long pause_max_us = 0, pause_left_us = 0;
+
+void e5fast_pause_for_queries(int fd, int max_ms) {
+    pause_fd = fd;
+    pause_max_us = pause_left_us = (long)max_ms * 1000;
+}
+
+static void yield_to_queries(void) {
+    if (pause_fd < 0) return;
+    while (pause_left_us > 0) {
+        if (flock(pause_fd, LOCK_EX | LOCK_NB) == 0) { flock(pause_fd, LOCK_UN); return; }
+        if (errno != EWOULDBLOCK) return;
+        usleep(500);
+        pause_left_us -= 500;
+    }
+}
+
 /* ------------------------------- forward ------------------------------
  * The whole batch is processed with the tokens of every text concatenated
  * into one [T,H] activation matrix. The token-wise matmuls (Q/K/V/O/FFN)
@@ -576,6 +602,7 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
     float scale = 1.f / sqrtf((float)hd);
     for (int l = 0; l < m->NL; l++) {
         layer_t *ly = &m->layers[l];
+        yield_to_queries();
         QUANT(x, H);                       /* Q/K/V share the same input */
         MAT(&ly->mq, ly->qb, q, H, H);
         MAT(&ly->mk, ly->kb, k, H, H);
@@ -671,12 +698,15 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
                 }
             free(prob);
         }
+        yield_to_queries();
         QUANT(ctx, H); MAT(&ly->mao, ly->aob, ao, H, H);
         add_layernorm(x, ao, ly->aln_w, ly->aln_b, T, H, m->eps);   /* x = LN(x+attn) */
 
+        yield_to_queries();
         QUANT(x, H); MAT(&ly->mfi, ly->fib, mid, FF, H);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < (size_t)T * FF; i++) mid[i] = gelu(mid[i]);
+        yield_to_queries();
         QUANT(mid, FF); MAT(&ly->mfo, ly->fob, fo, H, FF);
         add_layernorm(x, fo, ly->oln_w, ly->oln_b, T, H, m->eps);   /* x = LN(x+ffn) */
     }
@@ -721,6 +751,7 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
  * This equals mean-pooling over the whole document, modulo windowed attention.
  * Texts that fit in one window behave exactly as a plain single pass. */
 static int embed_n(e5_model *m, const char **texts, int n, int is_query, float *out) {
+    pause_left_us = pause_max_us;     /* each call may pause for queries this long in all */
     const char *pfx = is_query ? "query: " : "passage: ";
     size_t plen = strlen(pfx);
     int H = m->H, WMAX = m->MAXP - 2;        /* content tokens per window */
@@ -873,6 +904,7 @@ static void project_sae(e5_model *m, const int8_t *aq, const float *ad,
 int e5_embed_sparse(e5_model *m, const char *text, int top_k,
                     int32_t *out_idx, float *out_val) {
     if (!m->has_sae) return -1;
+    pause_left_us = pause_max_us;     /* each call may pause for queries this long in all */
     int H = m->H, WMAX = m->MAXP - 2, nbmax = H / QK, N = m->sae_N;
     size_t tl = strlen(text);
     int capc = (int)tl + 4;
