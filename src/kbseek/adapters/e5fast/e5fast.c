@@ -1093,6 +1093,9 @@ static e5_model *e5_parse(const uint8_t *base, size_t size, void *map, size_t ma
             || qmat_make(&ly->mv, ly->vw, m->H, m->H) || qmat_make(&ly->mao, ly->aow, m->H, m->H)
             || qmat_make(&ly->mfi, ly->fiw, m->FF, m->H) || qmat_make(&ly->mfo, ly->fow, m->H, m->FF)) {
             fprintf(stderr, "e5: out of memory expanding the weights\n");
+            free(dir);
+            e5_free(m);   /* frees what was expanded so far, and the mapping */
+            return NULL;
         }
     }
     free(dir);
