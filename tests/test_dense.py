@@ -256,3 +256,30 @@ def test_the_lanes_left_off_run_when_weighted_and_rank_by_meaning(tmp_path):
     found = [h.chunk.source_path for h in two_parts.hits if "dense_clauses" in h.lanes]
     assert {"ops/disk.md", "ops/oom.md"} <= set(found[:3])  # each part's section among the lane's first
     kb.close()
+
+
+def test_a_refresh_sends_its_vectors_in_blocks(tmp_path, monkeypatch):
+    """A first start against an empty vector server sends every chunk's vector; at a million chunks the records
+    (and the client's rows) of all of them at once outgrew the machine (docs/scaling.md), so a refresh holds one
+    block of chunks' records at a time. Every vector still arrives, once."""
+    from kbseek.retrieval import vectors
+
+    monkeypatch.setattr(vectors, "SYNC_BLOCK", 2)
+    kb = KnowledgeBase.open(dense_settings(tmp_path, "local"))
+    sizes: list[int] = []
+    sent: list[str] = []
+    store = kb.indexes.dense.store
+    original = store.upsert
+
+    def upsert(records):
+        sizes.append(len(records))
+        sent.extend(r.chunk_id for r in records)
+        original(records)
+
+    monkeypatch.setattr(store, "upsert", upsert)
+    kb.ingest_documents([(name, text.encode()) for name, text in DOCS.items()], origin="test")
+    assert sorted(sent) == sorted(vector_ids(kb))  # every chunk and summary vector, each once
+    assert max(sizes) == 2 and len(sizes) >= len(sent) // 2
+    hit = kb.lookup("jmap 堆转储", policy="dense").hits[0]
+    assert hit.chunk.source_path == "oom.md"
+    kb.close()

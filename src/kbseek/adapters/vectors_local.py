@@ -29,6 +29,7 @@ class LocalVectorStore:
         self.dim = dim
         self._lock = threading.RLock()
         self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._blocks: list[np.ndarray] = []  # rows added since the matrix was last joined (``_joined``)
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
         self._categories: list[str] = []
@@ -39,7 +40,7 @@ class LocalVectorStore:
         vectors = np.vstack([_unit(r.vector, self.dim) for r in records])
         with self._lock:
             self.delete([r.chunk_id for r in records])
-            self._matrix = np.vstack([self._matrix, vectors])
+            self._blocks.append(vectors)  # joined once, when next read: a refresh adds a million in blocks
             for record in records:
                 self._row[record.chunk_id] = len(self._ids)
                 self._ids.append(record.chunk_id)
@@ -51,7 +52,7 @@ class LocalVectorStore:
             if not doomed:
                 return
             keep = [i for i in range(len(self._ids)) if i not in doomed]
-            self._matrix = self._matrix[keep]
+            self._matrix = self._joined()[keep]
             self._ids = [self._ids[i] for i in keep]
             self._categories = [self._categories[i] for i in keep]
             self._row = {cid: i for i, cid in enumerate(self._ids)}
@@ -70,7 +71,8 @@ class LocalVectorStore:
         with self._lock, _BLAS.limit(limits=1, user_api="blas"):
             if not self._ids:
                 return []
-            rough = self._matrix @ query
+            matrix = self._joined()
+            rough = matrix @ query
             if categories is not None:
                 allowed = set(categories)
                 mask = np.fromiter((c in allowed for c in self._categories), dtype=bool, count=len(self._ids))
@@ -82,11 +84,18 @@ class LocalVectorStore:
             # up to 2.4e-7 on the example knowledge base), so a chunk's cosine would depend on what else is stored
             # and in which order. The candidates are scored again in float64 and rounded to float32: a cosine is
             # then a function of the two vectors alone, and equal vectors rank by id.
-            exact = (self._matrix[near].astype(np.float64) @ query.astype(np.float64)).astype(np.float32)
+            exact = (matrix[near].astype(np.float64) @ query.astype(np.float64)).astype(np.float32)
             if threshold is not None:
                 near, exact = near[exact >= threshold], exact[exact >= threshold]
             order = sorted(range(len(near)), key=lambda j: (-exact[j], self._ids[near[j]]))[:k]
             return [VectorHit(self._ids[near[j]], float(exact[j])) for j in order]
+
+    def _joined(self) -> np.ndarray:
+        """The matrix with the blocks added since joined to it (called holding the lock)."""
+        if self._blocks:
+            self._matrix = np.vstack([self._matrix, *self._blocks])
+            self._blocks = []
+        return self._matrix
 
     def ids(self) -> set[str]:
         with self._lock:

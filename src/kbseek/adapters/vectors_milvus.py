@@ -178,24 +178,9 @@ class MilvusVectorStore:
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         if not records:
             return
-        rows = [
-            {
-                "id": r.chunk_id,
-                "vector": np.asarray(r.vector, dtype=np.float32).tolist(),
-                "document_id": r.document_id,
-                "category": r.category[:256],
-                "_source": r.source[:VARCHAR],
-                "_file_name": r.file_name[:512],
-                "chunkIndex": r.chunk_index,
-                "totalChunks": r.total_chunks,
-                "title": r.title[:VARCHAR],
-                "breadcrumb": r.breadcrumb[:VARCHAR],
-            }
-            for r in records
-        ]
         with self._lock:
-            for start in range(0, len(rows), 1000):
-                batch = rows[start : start + 1000]
+            for start in range(0, len(records), 1000):  # the client's rows (lists of floats) a block at a time
+                batch = [_row(r) for r in records[start : start + 1000]]
                 self._server("upsert", functools.partial(self._upsert_batch, batch))
             self._flush()
 
@@ -415,3 +400,19 @@ class MilvusVectorStore:
                     server_manager_instance.release_server(self.uri)
                 except Exception as exc:
                     log.debug("stopping Milvus Lite: %s", exc)
+
+
+def _row(r: VectorRecord) -> dict[str, Any]:
+    """One record as the Milvus client's row."""
+    return {
+        "id": r.chunk_id,
+        "vector": np.asarray(r.vector, dtype=np.float32).tolist(),
+        "document_id": r.document_id,
+        "category": r.category[:256],
+        "_source": r.source[:VARCHAR],
+        "_file_name": r.file_name[:512],
+        "chunkIndex": r.chunk_index,
+        "totalChunks": r.total_chunks,
+        "title": r.title[:VARCHAR],
+        "breadcrumb": r.breadcrumb[:VARCHAR],
+    }

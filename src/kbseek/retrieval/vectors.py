@@ -32,6 +32,7 @@ from kbseek.retrieval.latent_terms import LatentTerms, has_terms
 log = logging.getLogger("kbseek")
 INPUT_VARIANTS = EMBEDDING_INPUTS
 BATCH = 32
+SYNC_BLOCK = 10_000  # chunks whose records a refresh holds at once (a first start sends every vector in these)
 TEXT_VECTORS_KEPT = 100_000  # passages whose unit vectors a process keeps for the lanes that read them (~150 MB)
 
 
@@ -136,33 +137,42 @@ class DenseIndex:
         if first:
             self._note_model()
         chunks = [c for doc in loaded for c in doc.chunks]
-        records = self._records(chunks)
-        if self.summaries:
-            records.update(self._summary_records([d for d in loaded if has_summary_vector(d)]))
+        summarised = [d for d in loaded if self.summaries and has_summary_vector(d)]
+        keys = {c.id for c in chunks} | {DOCUMENT_PREFIX + d.id for d in summarised}
         stale = list(removed) + [DOCUMENT_PREFIX + d for d in removed_documents]
-        stale += [DOCUMENT_PREFIX + d.id for d in loaded if DOCUMENT_PREFIX + d.id not in records]
+        stale += [DOCUMENT_PREFIX + d.id for d in loaded if DOCUMENT_PREFIX + d.id not in keys]
+        present: set[str] = set()
         if first:  # what a persistent store already holds is not sent again; its orphans go
             present = self.store.ids()
-            stale += sorted(present - set(records))  # orphans left by a crash
-            missing = [r for key, r in records.items() if key not in present]
-        else:
-            missing = list(records.values())
+            stale += sorted(present - keys)  # orphans left by a crash
         for store in self._stores():
             store.delete(stale)
-        if self.mirror is not None:
-            self.mirror.upsert(list(records.values()))
-        self.store.upsert(missing)
+        upserted = 0
+        # in blocks: a first start against an empty server sends every vector, and a million records with their
+        # vectors as the client's lists of floats at once took more than 21 GB (docs/scaling.md)
+        for start in range(0, len(chunks), SYNC_BLOCK):
+            upserted += self._upsert(self._records(chunks[start : start + SYNC_BLOCK]), present)
+        for start in range(0, len(summarised), SYNC_BLOCK):
+            upserted += self._upsert(self._summary_records(summarised[start : start + SYNC_BLOCK]), present)
         if self.terms is not None:
             self.terms.make(chunks)
         if chunks or stale:
             log.info(
                 "dense lane: %d chunks upserted, %d deleted, embedded=%d cached=%d in %.0f ms",
-                len(missing),
+                upserted,
                 len(stale),
                 self.counters["embedded"],
                 self.counters["from_cache"],
                 (time.perf_counter() - started) * 1000,
             )
+
+    def _upsert(self, records: dict[str, VectorRecord], present: set[str]) -> int:
+        """``records`` into the mirror, and those the store does not hold yet (``present``) into the store."""
+        if self.mirror is not None:
+            self.mirror.upsert(list(records.values()))
+        missing = [r for key, r in records.items() if key not in present]
+        self.store.upsert(missing)
+        return len(missing)
 
     def _stores(self) -> list[VectorStore]:
         return [self.store] if self.mirror is None else [self.store, self.mirror]
