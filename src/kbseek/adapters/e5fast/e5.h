@@ -61,6 +61,9 @@ void e5fast_force_kernel(int kernel);
 /* The calling thread's embeddings pause between stages while another holder has a shared flock on fd (a query
  * being embedded on the host), at most max_ms per call; fd < 0: never (the default). */
 void e5fast_pause_for_queries(int fd, int max_ms);
+/* The calling thread's calls of several texts give each model thread whole windows (no barriers between threads:
+ * a busy host does not stall them), on=1, or run them as one batch split across the threads (the default). */
+void e5fast_document_mode(int on);
 
 #ifdef __cplusplus
 }

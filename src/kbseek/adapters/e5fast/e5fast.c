@@ -540,22 +540,41 @@ static int tok_content(const tokenizer *t, const char *text,
  * thread sleeps instead of taking the cores from it, at most max_ms per call (a steady stream of queries cannot
  * starve the documents). Per thread: a query thread never pauses. fd < 0 turns it off. */
 static __thread int pause_fd = -1;
-static __thread long pause_max_us = 0, pause_left_us = 0;
+static __thread long pause_max_us = 0;
+static __thread int document_mode = 0;
 
 void e5fast_pause_for_queries(int fd, int max_ms) {
     pause_fd = fd;
-    pause_max_us = pause_left_us = (long)max_ms * 1000;
+    pause_max_us = (long)max_ms * 1000;
 }
 
-static void yield_to_queries(void) {
-    if (pause_fd < 0) return;
-    while (pause_left_us > 0) {
-        if (flock(pause_fd, LOCK_EX | LOCK_NB) == 0) { flock(pause_fd, LOCK_UN); return; }
+/* One call's pausing: the thread that made the call sets it up, and every thread of its forward passes reads it. */
+typedef struct { int fd; long left_us; } pause_ctl;
+
+static pause_ctl *pause_begin(pause_ctl *ctl) {
+    ctl->fd = pause_fd;
+    ctl->left_us = pause_max_us;   /* each call may pause for queries this long in all */
+    return pause_fd >= 0 ? ctl : NULL;
+}
+
+static void yield_to_queries(pause_ctl *ctl) {
+    if (!ctl) return;
+    while (__atomic_load_n(&ctl->left_us, __ATOMIC_RELAXED) > 0) {
+        if (flock(ctl->fd, LOCK_EX | LOCK_NB) == 0) { flock(ctl->fd, LOCK_UN); return; }
         if (errno != EWOULDBLOCK) return;
         usleep(500);
-        pause_left_us -= 500;
+        __atomic_sub_fetch(&ctl->left_us, 500, __ATOMIC_RELAXED);
     }
 }
+
+/* -------------------------- document mode -----------------------------
+ * A call of n texts normally runs their windows as one batch, each matrix product split across the threads: the
+ * lowest latency, but the threads meet at a barrier after every step, and when another program takes one of the
+ * cores the others spin there (measured beside a busy process: 3.9 against 12.2 texts a second). In document
+ * mode the calling thread's calls give each thread whole windows instead, one forward pass each, with no barrier
+ * between threads; the vectors are the same bits (each window's pass is the same computation, and the windows
+ * are added up in the same order). Per thread: queries keep the batch. */
+void e5fast_document_mode(int on) { document_mode = on != 0; }
 
 /* ------------------------------- forward ------------------------------
  * The whole batch is processed with the tokens of every text concatenated
@@ -570,7 +589,7 @@ static void yield_to_queries(void) {
 static int forward_batch(e5_model *m, const int *ids, const int *pos,
                          const int *sstart, const int *send,
                          const int *segoff, int nseg, int T, float *out,
-                         float *hidden_out) {
+                         float *hidden_out, pause_ctl *pause) {
     int H = m->H, FF = m->FF, NH = m->NH, hd = m->hd;
     size_t TH = (size_t)T * H;
     float *x   = (float *)malloc(TH * sizeof(float));
@@ -602,7 +621,7 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
     float scale = 1.f / sqrtf((float)hd);
     for (int l = 0; l < m->NL; l++) {
         layer_t *ly = &m->layers[l];
-        yield_to_queries();
+        yield_to_queries(pause);
         QUANT(x, H);                       /* Q/K/V share the same input */
         MAT(&ly->mq, ly->qb, q, H, H);
         MAT(&ly->mk, ly->kb, k, H, H);
@@ -698,15 +717,15 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
                 }
             free(prob);
         }
-        yield_to_queries();
+        yield_to_queries(pause);
         QUANT(ctx, H); MAT(&ly->mao, ly->aob, ao, H, H);
         add_layernorm(x, ao, ly->aln_w, ly->aln_b, T, H, m->eps);   /* x = LN(x+attn) */
 
-        yield_to_queries();
+        yield_to_queries(pause);
         QUANT(x, H); MAT(&ly->mfi, ly->fib, mid, FF, H);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < (size_t)T * FF; i++) mid[i] = gelu(mid[i]);
-        yield_to_queries();
+        yield_to_queries(pause);
         QUANT(mid, FF); MAT(&ly->mfo, ly->fob, fo, H, FF);
         add_layernorm(x, fo, ly->oln_w, ly->oln_b, T, H, m->eps);   /* x = LN(x+ffn) */
     }
@@ -750,8 +769,12 @@ static int forward_batch(e5_model *m, const int *ids, const int *pos,
  * windows' (pre-normalization) mean-pooled vectors, finally L2-normalized.
  * This equals mean-pooling over the whole document, modulo windowed attention.
  * Texts that fit in one window behave exactly as a plain single pass. */
+static int embed_windows(e5_model *m, int W, const int *wt, const int *wa, const int *wb, int **content,
+                         float *out, double *wsum, pause_ctl *pause);
+
 static int embed_n(e5_model *m, const char **texts, int n, int is_query, float *out) {
-    pause_left_us = pause_max_us;     /* each call may pause for queries this long in all */
+    pause_ctl ctl;
+    pause_ctl *pause = pause_begin(&ctl);
     const char *pfx = is_query ? "query: " : "passage: ";
     size_t plen = strlen(pfx);
     int H = m->H, WMAX = m->MAXP - 2;        /* content tokens per window */
@@ -792,6 +815,10 @@ static int embed_n(e5_model *m, const char **texts, int n, int is_query, float *
     int budget = E5_CHUNK_TOKENS;
     if (budget < m->MAXP) budget = m->MAXP;     /* always fit >=1 window */
     int rc = 0;
+    if (document_mode && W > 1 && omp_get_max_threads() > 1) {
+        rc = embed_windows(m, W, wt, wa, wb, content, out, wsum, pause);
+        W = 0;                                  /* every window is done: the batch loop below has nothing left */
+    }
     for (int w0 = 0; w0 < W; ) {
         /* gather windows into a chunk under the token budget (>=1 window) */
         int w1 = w0; long Tc = 0;
@@ -818,7 +845,7 @@ static int embed_n(e5_model *m, const char **texts, int n, int is_query, float *
             for (int t = segoff[s]; t < segoff[s + 1]; t++) { sstart[t] = segoff[s]; send[t] = segoff[s + 1]; }
 
         float *segmean = (float *)malloc(sizeof(float) * (size_t)segc * H);
-        rc |= forward_batch(m, ids, pos, sstart, send, segoff, segc, (int)Tc, segmean, NULL);
+        rc |= forward_batch(m, ids, pos, sstart, send, segoff, segc, (int)Tc, segmean, NULL, pause);
 
         for (int s = 0; s < segc; s++) {
             int wi = w0 + s, i = wt[wi];
@@ -843,6 +870,36 @@ static int embed_n(e5_model *m, const char **texts, int n, int is_query, float *
 
     for (int i = 0; i < n; i++) free(content[i]);
     free(content); free(clen); free(wt); free(wa); free(wb); free(wsum);
+    return rc;
+}
+
+/* Document mode: each window its own forward pass, the windows shared out among the threads; each thread's passes
+ * run alone (nested regions are inactive). The windows' means are then added up in window order, as the batch
+ * loop adds them. */
+static int embed_windows(e5_model *m, int W, const int *wt, const int *wa, const int *wb, int **content,
+                         float *out, double *wsum, pause_ctl *pause) {
+    int H = m->H, rc = 0;
+    float *means = (float *)malloc(sizeof(float) * (size_t)W * H);
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : rc)
+    for (int w = 0; w < W; w++) {
+        int L = wb[w] - wa[w] + 2, segoff[2] = {0, L};
+        int *ids = (int *)malloc(sizeof(int) * (size_t)L * 4);
+        int *pos = ids + L, *sstart = ids + 2 * L, *send = ids + 3 * L;
+        ids[0] = m->tok.bos;
+        for (int j = wa[w]; j < wb[w]; j++) ids[1 + j - wa[w]] = content[wt[w]][j];
+        ids[L - 1] = m->tok.eos;
+        for (int t = 0; t < L; t++) { pos[t] = t; sstart[t] = 0; send[t] = L; }
+        rc |= forward_batch(m, ids, pos, sstart, send, segoff, 1, L, means + (size_t)w * H, NULL, pause);
+        free(ids);
+    }
+    for (int w = 0; w < W; w++) {
+        float wgt = (float)((wb[w] - wa[w]) > 0 ? (wb[w] - wa[w]) : 1);
+        float *d = out + (size_t)wt[w] * H;
+        const float *sm = means + (size_t)w * H;
+        for (int kk = 0; kk < H; kk++) d[kk] += wgt * sm[kk];
+        wsum[wt[w]] += wgt;
+    }
+    free(means);
     return rc;
 }
 
@@ -904,7 +961,8 @@ static void project_sae(e5_model *m, const int8_t *aq, const float *ad,
 int e5_embed_sparse(e5_model *m, const char *text, int top_k,
                     int32_t *out_idx, float *out_val) {
     if (!m->has_sae) return -1;
-    pause_left_us = pause_max_us;     /* each call may pause for queries this long in all */
+    pause_ctl ctl;
+    pause_ctl *pause = pause_begin(&ctl);
     int H = m->H, WMAX = m->MAXP - 2, nbmax = H / QK, N = m->sae_N;
     size_t tl = strlen(text);
     int capc = (int)tl + 4;
@@ -926,7 +984,7 @@ int e5_embed_sparse(e5_model *m, const char *text, int top_k,
         ids[L - 1] = m->tok.eos; pos[L - 1] = L - 1;
         for (int t = 0; t < L; t++) { ss[t] = 0; se[t] = L; }
         float *hid = (float *)malloc((size_t)L * H * sizeof(float));
-        forward_batch(m, ids, pos, ss, se, segoff2, 1, L, NULL, hid);
+        forward_batch(m, ids, pos, ss, se, segoff2, 1, L, NULL, hid, pause);
         if (cl > 0) {            /* encode content tokens only (skip bos/eos) */
             const float *xc = hid + (size_t)H;
             int8_t  *aq = (int8_t *)malloc((size_t)cl * H);
