@@ -259,3 +259,19 @@ def test_evidence_precision_counts_strong_pieces_and_strong_pieces_for_unanswera
     assert run.evidence["chars_mean"] == round((200 + 200 + 100) / 3, 1) and run.evidence["chars_max"] == 200
     recall = run_policy(retrieve, dataset, policy="hybrid", depth=10, names=["hit@1"], name="r", overrides={})
     assert recall.evidence == {}
+
+
+def test_a_corpus_has_one_cache_home_however_its_path_is_written(tmp_path, monkeypatch):
+    """``../shared/data/set`` from the project and ``/…/shared/data/set`` from a script are the same files: one
+    index, embedded once (a second spelling of the TiDB tree's path used to embed its 16,000 chunks again)."""
+    folder = tmp_path / "data" / "set"
+    write(folder, "docs/kafka.md", "# Kafka 消费延迟\n\n## 排查\n\nconsumer lag 持续增长时先看分区再看消费者组。\n")
+    write(folder, "queries.jsonl", json.dumps({"_id": "a", "text": "Kafka consumer lag"}) + "\n")
+    write(folder, "qrels.tsv", "query-id\tcorpus-id\tscore\na\tkafka.md\t1\n")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    spellings = [folder, Path("../data/set"), tmp_path / "work" / ".." / "data" / "set"]
+    homes = {cache_home(load_dataset(path), Settings(), tmp_path / "cache") for path in spellings}
+    assert len(homes) == 1
+    write(folder, "docs/kafka.md", "# Kafka 消费延迟\n\n## 排查\n\n先看分区。\n")  # another corpus: another home
+    assert cache_home(load_dataset(folder), Settings(), tmp_path / "cache") not in homes

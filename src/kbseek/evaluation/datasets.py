@@ -171,7 +171,7 @@ def cache_home(dataset: Dataset, settings: Settings, cache_root: Path) -> Path:
     for path in paths:
         if path.is_file():
             info = path.stat()
-            stats.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
+            stats.append(f"{path.resolve()}:{info.st_size}:{info.st_mtime_ns}")  # one home however the path is spelt
     key = "\n".join([*stats, str(settings.chunk_size), str(settings.chunk_overlap), str(settings.max_file_bytes)])
     return cache_root / f"{dataset.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
