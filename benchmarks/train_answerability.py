@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -30,7 +29,7 @@ TARGET_ANSWERED = 0.95
 L2 = 1.0
 
 
-def sets(policy: str) -> list[tuple[str, object]]:
+def sets() -> list[tuple[str, object]]:
     """(name, dataset) for every dev/train split used, the same for both gates (the hybrid gate's tidb-ops rows
     need the 16,000-chunk tree embedded: about 11 minutes on two cores with kbseek's engine, cached after)."""
     from kbseek.evaluation.cases import load_cases  # imported here: the script's start-up stays cheap
@@ -96,7 +95,7 @@ def collect(policy: str) -> list[dict]:
 
     tool_module.levelled = spy
     rows = []
-    for name, dataset in sets(policy):
+    for name, dataset in sets():
         base = Settings()
         home = cache_home(dataset, base, default_cache_root())
         settings = Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
@@ -210,7 +209,6 @@ def main() -> None:
             f'source="dev: {", ".join(names)}; {len(rows)} rows"'
             + (", features=LEXICAL_FEATURES)" if args.policy == "lexical" else ")")
         )
-    _ = math
 
 
 if __name__ == "__main__":
