@@ -190,6 +190,13 @@ def test_an_english_question_over_chinese_evidence_leans_on_the_dense_lane(dense
         kb.indexes, "How do I roll back a bad release?", config=FusionConfig(method="rsf", cross_language=1.0)
     )
     assert not any("language differs" in note for note in off.notes)
+    # a pasted alert line is not English prose: its alert name is written the same in a Chinese runbook, so the
+    # word lanes keep their weight (its script alone would have called it another language)
+    line = "[FIRING:1] HighCPUUsage instance=10.0.3.17:9100 job=node severity=critical"
+    evidence = [kb.indexes.chunks[c].text for c, _ in english.candidates["dense"][:10] if c in kb.indexes.chunks]
+    assert recall.other_language("HighCPUUsage", evidence)
+    pasted = recall.lookup(kb.indexes, line, config=FusionConfig(method="rsf"))
+    assert not any("language differs" in note for note in pasted.notes)
 
 
 def test_the_lexicon_lets_the_bm25_lane_find_the_documentation_s_word(settings):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kbseek.core.alertline import clean as clean_query
+from kbseek.core.alertline import looks_like_alert
 from kbseek.core.keywords import DocumentMatch, KeywordHint
 from kbseek.core.results import CategoryFilter, RecallResult
 from kbseek.errors import DatasetError
@@ -149,7 +150,9 @@ class FixtureRecall:
                 lanes[lane], raw[lane] = retrieval.dense_lane(self.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
-        fusion, _ = retrieval.language_weighted(self.indexes, clean_query(query), raw.get("dense"), config.fusion)
+        fusion, _ = retrieval.language_weighted(
+            self.indexes, clean_query(query), raw.get("dense"), config.fusion, pasted=looks_like_alert(query)
+        )
         hits = (
             retrieval.ranked_fusion(self.indexes, query, lanes, raw, fusion, policy, self.embedder_id, top_k)
             if any(lanes.values())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kbseek.core.alertline import clean as clean_query
+from kbseek.core.alertline import looks_like_alert
 from kbseek.core.clauses import other_language
 from kbseek.core.fusion import Fused, document_prior, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
@@ -111,6 +112,7 @@ def _recall(
     only: frozenset[str] | None = None,
     reranker: Reranker | None = None,
 ) -> _Run:
+    pasted = looks_like_alert(query)
     query = clean_query(query)  # a pasted alert or log line: its alert name, service and message, not its noise
     lane_query = LaneQuery(
         query=query,
@@ -137,7 +139,7 @@ def _recall(
     raw = {r.name: r.scores for r in ran}
     reference = next((r.reference for r in ran if r.reference is not None), None)
     started = time.perf_counter()
-    config, note = language_weighted(indexes, query, raw.get("dense"), config)
+    config, note = language_weighted(indexes, query, raw.get("dense"), config, pasted=pasted)
     notes.extend([note] if note else [])
     embedder_id = indexes.dense.embedder.model_id if isinstance(indexes.dense, DenseIndex) else None
     hits = ranked_fusion(
@@ -211,12 +213,14 @@ EVIDENCE_SAMPLE = 10  # the dense lane's best chunks that tell the evidence's la
 
 
 def language_weighted(
-    indexes: Indexes, query: str, dense: dict[str, float] | None, config: FusionConfig
+    indexes: Indexes, query: str, dense: dict[str, float] | None, config: FusionConfig, *, pasted: bool = False
 ) -> tuple[FusionConfig, str | None]:
     """The fusion for this query: when it is written in another script than the dense lane's best chunks, the
-    word-matching lanes weigh ``config.cross_language`` of their weight (with a note saying so). Live recall and
-    replay both fuse through it, so a replay ranks as the live recall did."""
-    if config.cross_language < 1 and _cross_language(indexes, query, dense):
+    word-matching lanes weigh ``config.cross_language`` of their weight (with a note saying so). A ``pasted``
+    alert or log line is not prose in a language: its alert names, error strings and log keywords are written the
+    same in a Chinese runbook, and the word lanes keep their weight. Live recall and replay both fuse through it,
+    so a replay ranks as the live recall did."""
+    if config.cross_language < 1 and not pasted and _cross_language(indexes, query, dense):
         lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
         note = "the query's language differs from the evidence's: the word-matching lanes weigh less"
         return replace(config, weights={**config.weights, **lexical}), note
