@@ -53,7 +53,8 @@ class FusionConfig:
     l0_chunks_per_document: int = 2
     method: str = "rrf"  # or "rsf": relative score fusion
     # a query in another script than the evidence the dense lane finds: the word-matching lanes count this much
-    # (0.2 measured best on the golden dev split: English 0.54 -> 0.63 nDCG@10, alert lines unchanged; 1 is off)
+    # (0.2 measured best on the golden dev split: English 0.54 -> 0.63 nDCG@10, alert lines unchanged; 1 is off);
+    # a pasted alert or log line keeps its word lanes whatever its script (``language_weighted``)
     cross_language: float = 0.2
     document_prior: float = 0.0  # weight of a document's aggregate evidence on its sections (core.fusion)
     learned_ranker: bool = False  # each document's sections reordered by the embedder's section ranker (core.ranker)
