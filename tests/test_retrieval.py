@@ -194,12 +194,14 @@ def test_an_english_question_over_chinese_evidence_leans_on_the_dense_lane(dense
     # word lanes keep their weight (its script alone would have called it another language)
     line = "[FIRING:1] HighCPUUsage instance=10.0.3.17:9100 job=node severity=critical"
     pasted = recall.lookup(kb.indexes, line, config=FusionConfig(method="rsf"))
-    best = sorted(
-        (c for c, _ in pasted.candidates["dense"] if c in kb.indexes.chunks),
-        key=lambda c: -dict(pasted.candidates["dense"])[c],
-    )[:10]
-    assert recall.other_language(recall.clean_query(line), [kb.indexes.chunks[c].text for c in best])
     assert not any("language differs" in note for note in pasted.notes)
+    dense = {c: s for c, s in pasted.candidates["dense"] if c in kb.indexes.chunks}
+    weighted = {
+        flag: recall.language_weighted(kb.indexes, recall.clean_query(line), dense, FusionConfig(), pasted=flag)
+        for flag in (False, True)
+    }
+    assert weighted[False][1] is not None and weighted[False][0].weights["bm25"] == pytest.approx(0.2)
+    assert weighted[True] == (FusionConfig(), None)
 
 
 def test_the_lexicon_lets_the_bm25_lane_find_the_documentation_s_word(settings):
