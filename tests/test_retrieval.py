@@ -204,6 +204,57 @@ def test_an_english_question_over_chinese_evidence_leans_on_the_dense_lane(dense
     assert weighted[True] == (FusionConfig(), None)
 
 
+def test_a_question_in_the_knowledge_base_s_minority_script_weighs_the_dense_lanes_less(tmp_path):
+    from kbseek.core.clauses import cjk_share
+    from kbseek.retrieval import recall
+    from kbseek.retrieval.recall import FusionConfig
+
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home"))  # the rule reads chunk texts: no embedder needed
+    try:
+        chinese = "".join(
+            f"## 第{i}步\n\n检查节点{i}的磁盘与内存使用率，确认服务已经恢复正常运行。\n\n" for i in range(6)
+        )
+        kb.upload(doc("节点巡检", "", "巡检", f"# 节点巡检\n\n{chinese}").encode(), "inspect.md")
+        config = "## Config\n\nSet `max-connections = 500` in `tidb.toml`, then restart the server.\n\n"
+        kb.upload(doc("Config", "", "config", f"# Config\n\n{config}").encode(), "config.md")
+
+        def chunks_of(name: str) -> list[str]:
+            return [c.id for c in kb.indexes.chunks.values() if c.source_path.endswith(name)]
+
+        texts = [c.text for c in kb.indexes.chunks.values()]
+        assert kb.indexes.chinese_share == pytest.approx(sum(map(cjk_share, texts)) / len(texts))
+        assert kb.indexes.chinese_share > 0.5  # mostly Chinese
+        english = {c: 0.9 for c in chunks_of("config.md")}  # the dense lane's best chunks: the English page
+
+        def weighted(query: str, dense: dict[str, float]) -> tuple[FusionConfig, str | None]:
+            return recall.language_weighted(kb.indexes, query, dense, FusionConfig())
+
+        damped, note = weighted("How many connections can the server take?", english)
+        assert note and "minority" in note
+        assert damped.weights["dense"] == pytest.approx(0.2) and damped.weights["dense_clauses"] == pytest.approx(0.1)
+        assert damped.weights["bm25"] == FusionConfig().weights["bm25"]
+        assert weighted("How many connections can the server take?", {c: 0.9 for c in chunks_of("inspect.md")})[
+            1
+        ].startswith("the query's language differs")  # across scripts: the other rule
+        assert weighted("服务器最多能接多少连接", {c: 0.9 for c in chunks_of("inspect.md")}) == (FusionConfig(), None)
+        line = "ERROR [server.go:512] too many connections max-connections=500"
+        assert recall.language_weighted(kb.indexes, line, english, FusionConfig(), pasted=True) == (
+            FusionConfig(),
+            None,
+        )
+        off = FusionConfig(off_script_dense=1.0)
+        assert recall.language_weighted(kb.indexes, "How many connections?", english, off) == (off, None)
+        # written half in each script, neither is the minority: the knowledge base's mean follows its chunks
+        more = "".join(f"## Step {i}\n\nRun `df -h` on node {i} and free the disk.\n\n" for i in range(6))
+        kb.upload(doc("Disk", "", "disk", f"# Disk\n\n{more}").encode(), "disk.md")
+        assert 0.3 < kb.indexes.chinese_share < 0.7
+        assert weighted("How many connections can the server take?", english) == (FusionConfig(), None)
+        kb.delete("general/disk.md")
+        assert kb.indexes.chinese_share > 0.5
+    finally:
+        kb.close()
+
+
 def test_the_lexicon_lets_the_bm25_lane_find_the_documentation_s_word(settings):
     # the section says 连接失败 and 慢查询; the questions say 连不上 and "slow queries"
     body = "# 数据库故障\n\n## 连接失败\n\n检查端口、防火墙与最大连接数。\n\n## 慢查询\n\n打开慢日志，看执行计划。\n"

@@ -3,9 +3,11 @@ refresh computes once and applies to each copy (``rwlock.TwoCopies`` keeps two; 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from kbseek.core.analysis import Analyzer
+from kbseek.core.clauses import cjk_share
 from kbseek.core.keywords import KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, DocumentCard, StoredDocument
@@ -54,6 +56,8 @@ class IndexCopy:
         self.documents: dict[str, DocumentCard] = {}
         self.chunks: dict[str, Chunk] = {}
         self.version = -1
+        self._chinese: dict[str, float] = {}  # each chunk's share of Chinese letters
+        self.chinese_share = 0.0  # their mean: which script the knowledge base is mostly written in
 
     def apply(self, change: Change) -> None:
         for doc_id in [*change.gone, *(d.id for d in change.loaded)]:
@@ -81,7 +85,10 @@ class IndexCopy:
             self.keywords.upsert(card)
             for chunk in doc.chunks:
                 self.chunks[chunk.id] = chunk
+                self._chinese[chunk.id] = cjk_share(chunk.text)
                 self.bm25.add(chunk.id, change.tokens[chunk.id], group=doc.category)
+        # fsum is exact, so the mean does not depend on the order documents were applied in
+        self.chinese_share = math.fsum(self._chinese.values()) / len(self._chinese) if self._chinese else 0.0
         self.version = change.version
 
     def _remove(self, doc_id: str) -> None:
@@ -92,3 +99,4 @@ class IndexCopy:
         self.bm25.remove(doc.chunk_ids)
         for chunk_id in doc.chunk_ids:
             self.chunks.pop(chunk_id, None)
+            self._chinese.pop(chunk_id, None)

@@ -95,6 +95,11 @@ class Indexes:
         return self._copies.current().version
 
     @property
+    def chinese_share(self) -> float:
+        """The mean share of Chinese letters over the live chunks (0: all English, 1: all Chinese)."""
+        return self._copies.current().chinese_share
+
+    @property
     def index_version(self) -> str:
         """Database change counter + analyser rules and dictionary: names what was indexed."""
         current = self._copies.current()
