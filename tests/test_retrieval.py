@@ -244,13 +244,14 @@ def test_a_question_in_the_knowledge_base_s_minority_script_weighs_the_dense_lan
         )
         off = FusionConfig(off_script_dense=1.0)
         assert recall.language_weighted(kb.indexes, "How many connections?", english, off) == (off, None)
-        # written half in each script, neither is the minority: the knowledge base's mean follows its chunks
-        more = "".join(f"## Step {i}\n\nRun `df -h` on node {i} and free the disk.\n\n" for i in range(6))
+        # four English chunks of ten: still far from the mean (0.6), but not a minority of a third or less
+        more = "".join(f"## Step {i}\n\nRun `df -h` on node {i} and free the disk.\n\n" for i in range(3))
         kb.upload(doc("Disk", "", "disk", f"# Disk\n\n{more}").encode(), "disk.md")
-        assert 0.3 < kb.indexes.chinese_share < 0.7
+        assert kb.indexes.chinese_chunks == pytest.approx(0.6) and kb.indexes.chinese_share == pytest.approx(0.6)
         assert weighted("How many connections can the server take?", english) == (FusionConfig(), None)
         kb.delete("general/disk.md")
-        assert kb.indexes.chinese_share > 0.5
+        assert kb.indexes.chinese_chunks == pytest.approx(6 / 7)
+        assert weighted("How many connections can the server take?", english)[1] == note
     finally:
         kb.close()
 

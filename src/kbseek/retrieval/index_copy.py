@@ -58,6 +58,7 @@ class IndexCopy:
         self.version = -1
         self._chinese: dict[str, float] = {}  # each chunk's share of Chinese letters
         self.chinese_share = 0.0  # their mean: which script the knowledge base is mostly written in
+        self.chinese_chunks = 0.0  # the share of chunks written mostly in Chinese (half their letters or more)
 
     def apply(self, change: Change) -> None:
         for doc_id in [*change.gone, *(d.id for d in change.loaded)]:
@@ -88,7 +89,9 @@ class IndexCopy:
                 self._chinese[chunk.id] = cjk_share(chunk.text)
                 self.bm25.add(chunk.id, change.tokens[chunk.id], group=doc.category)
         # fsum is exact, so the mean does not depend on the order documents were applied in
-        self.chinese_share = math.fsum(self._chinese.values()) / len(self._chinese) if self._chinese else 0.0
+        shares = self._chinese.values()
+        self.chinese_share = math.fsum(shares) / len(shares) if shares else 0.0
+        self.chinese_chunks = sum(share >= 0.5 for share in shares) / len(shares) if shares else 0.0
         self.version = change.version
 
     def _remove(self, doc_id: str) -> None:

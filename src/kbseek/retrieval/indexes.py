@@ -100,6 +100,11 @@ class Indexes:
         return self._copies.current().chinese_share
 
     @property
+    def chinese_chunks(self) -> float:
+        """The share of live chunks written mostly in Chinese (half their letters or more)."""
+        return self._copies.current().chinese_chunks
+
+    @property
     def index_version(self) -> str:
         """Database change counter + analyser rules and dictionary: names what was indexed."""
         current = self._copies.current()

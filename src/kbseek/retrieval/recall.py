@@ -218,9 +218,11 @@ def ranked_fusion(
 WORD_LANES = ("bm25", "l0", "clauses")  # lanes that match words (the section lane matches purposes across languages)
 DENSE_LANES = ("dense", "dense_clauses", "headings")  # lanes that rank by the embedder's cosines
 EVIDENCE_SAMPLE = 10  # the dense lane's best chunks that tell the evidence's language
-# how far (in Chinese share) a query and its dense evidence stand from the knowledge base's mean to be in its
-# minority script: past the middle of the scale, so a knowledge base written half in each script never qualifies
+# a query and its dense evidence are in the knowledge base's minority script when both stand this far (in Chinese
+# share) from its mean, and at most MINORITY of its chunks are written in that script: past the middle of the scale,
+# and a clear minority, so a knowledge base written in both scripts in like measure never qualifies
 OFF_SCRIPT = 0.5
+MINORITY = 1 / 3
 
 
 def language_weighted(
@@ -244,18 +246,21 @@ def language_weighted(
         lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
         note = "the query's language differs from the evidence's: the word-matching lanes weigh less"
         return replace(config, weights={**config.weights, **lexical}), note
-    if config.off_script_dense < 1 and _off_script(indexes.chinese_share, query, evidence):
+    if config.off_script_dense < 1 and _off_script(indexes, query, evidence):
         damped = {lane: w * config.off_script_dense for lane, w in config.weights.items() if lane in DENSE_LANES}
         note = "the query and its closest chunks are in the knowledge base's minority language: dense lanes weigh less"
         return replace(config, weights={**config.weights, **damped}), note
     return config, None
 
 
-def _off_script(mean: float, query: str, evidence: list[str]) -> bool:
-    """Whether the query and its dense evidence both stand past ``OFF_SCRIPT`` from the knowledge base's mean
-    Chinese share."""
+def _off_script(indexes: Indexes, query: str, evidence: list[str]) -> bool:
+    """Whether the query and its dense evidence are both in the knowledge base's minority script."""
+    mean, asked = indexes.chinese_share, cjk_share(query)
     shares = [cjk_share(text) for text in evidence]
-    return abs(cjk_share(query) - mean) > OFF_SCRIPT and abs(sum(shares) / len(shares) - mean) > OFF_SCRIPT
+    # the share of the knowledge base's chunks written in the query's script
+    in_its_script = indexes.chinese_chunks if asked >= 0.5 else 1 - indexes.chinese_chunks
+    far = abs(asked - mean) > OFF_SCRIPT and abs(sum(shares) / len(shares) - mean) > OFF_SCRIPT
+    return far and in_its_script <= MINORITY
 
 
 def _filtered(
