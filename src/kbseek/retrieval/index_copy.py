@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass, field
 
 from kbseek.core.analysis import Analyzer
-from kbseek.core.clauses import cjk_share
 from kbseek.core.keywords import KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, DocumentCard, StoredDocument
@@ -41,6 +40,7 @@ class Change:
     removed_chunks: list[str]  # of the documents gone or changed
     words: list[str]  # the whole user dictionary
     tokens: dict[str, list[str]]  # chunk id -> tokens, for every chunk of ``loaded``
+    chinese: dict[str, float] = field(default_factory=dict)  # chunk id -> its share of Chinese letters, as tokens
     retokenised: dict[str, list[str]] = field(default_factory=dict)  # kept chunks the dictionary change affects
     reentries: list[str] = field(default_factory=list)  # kept documents whose L0 entry contains a changed word
     retag_from: str | None = None  # the analyser version whose cached tokens stay valid under the new one
@@ -86,7 +86,7 @@ class IndexCopy:
             self.keywords.upsert(card)
             for chunk in doc.chunks:
                 self.chunks[chunk.id] = chunk
-                self._chinese[chunk.id] = cjk_share(chunk.text)
+                self._chinese[chunk.id] = change.chinese[chunk.id]
                 self.bm25.add(chunk.id, change.tokens[chunk.id], group=doc.category)
         # fsum is exact, so the mean does not depend on the order documents were applied in
         shares = self._chinese.values()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kbseek.core.analysis import Analyzer, normalize
+from kbseek.core.clauses import cjk_share
 from kbseek.core.keywords import KeywordIndex
 from kbseek.core.lexical import BM25Index
 from kbseek.core.models import Chunk, DocumentCard
@@ -230,6 +231,7 @@ class Indexes:
                 for chunk in doc.chunks:
                     if give_way():  # per chunk: one document can hold 2,000
                         raise _GiveWay
+                    change.chinese[chunk.id] = cjk_share(chunk.text)
                     hit = cached.get(chunk.id)
                     if hit is not None and hit[0] == analyser.version:
                         change.tokens[chunk.id] = hit[1]
