@@ -53,10 +53,9 @@ def reply_json(handler, payload) -> None:
     handler.wfile.write(body)
 
 
-def gate_signals(kb: Any, query: str, tool: Any = None) -> tuple[Any, Any]:
-    """The answerability signals the gate reads for ``query`` on ``kb`` (a ``KnowledgeBase``), with the recall;
-    ``tool`` is the kb's lookup tool under another configuration (``with_settings``)."""
-    tool = tool or kb.lookup_tool
+def gate_signals(kb: Any, query: str) -> tuple[Any, Any]:
+    """The answerability signals the gate reads for ``query`` on ``kb`` (a ``KnowledgeBase``), with the recall."""
+    tool = kb.lookup_tool
     recall = tool.recall(query, top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
     hint = recall.hint if recall.hint is not None else KeywordHint(recall.query)
     found = question_signals(
