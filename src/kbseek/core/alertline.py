@@ -141,8 +141,9 @@ def _labelled(keys: list[str]) -> bool:
     return len(keys) >= 3 or (len(keys) >= 2 and any(k.lower().replace("-", "_") in _KNOWN for k in keys))
 
 
-def clean(text: str) -> str:
-    """``text`` without alert and log noise when it looks like an alert or log line; otherwise unchanged.
+def clean(text: str, *, pasted: bool | None = None) -> str:
+    """``text`` without alert and log noise when it looks like an alert or log line (``pasted``, when the caller
+    has judged that already with ``looks_like_alert``); otherwise unchanged.
 
     Never returns an empty query: when nothing but noise is left, ``text`` comes back as it was.
 
@@ -155,7 +156,7 @@ def clean(text: str) -> str:
     """
     original = text
     text = unicodedata.normalize("NFKC", text)
-    if not looks_like_alert(text):
+    if not (looks_like_alert(text) if pasted is None else pasted):
         return original
     text = _URL.sub(" ", text)
     text = _GLOG.sub(" ", text)

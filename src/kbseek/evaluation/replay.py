@@ -141,20 +141,20 @@ class FixtureRecall:
                 hint="query rewriting asks for variants no fixture holds: replay with query_rewrite=off",
             )
         lane_depth = max(top_k, config.fusion.lane_depth)  # as a live hybrid recall fetches
+        pasted = looks_like_alert(query)
+        cleaned = clean_query(query, pasted=pasted)  # what the live lanes and fusion saw
         lanes: dict[str, list[str]] = {}
         raw: dict[str, dict[str, float]] = {}
         for lane, found in case["candidates"].items():  # in the recorded (live) lane order
             found = found if lane == "l0" else found[:lane_depth]
             if lane == "dense":  # recorded as the store returned them: map summary vectors as a live lookup does
-                tokens = self.indexes.analyzer.tokens(clean_query(query))
+                tokens = self.indexes.analyzer.tokens(cleaned)
                 lanes[lane], raw[lane] = retrieval.dense_lane(self.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
-        fusion, _ = retrieval.language_weighted(
-            self.indexes, clean_query(query), raw.get("dense"), config.fusion, pasted=looks_like_alert(query)
-        )
+        fusion, _ = retrieval.language_weighted(self.indexes, cleaned, raw.get("dense"), config.fusion, pasted=pasted)
         hits = (
-            retrieval.ranked_fusion(self.indexes, query, lanes, raw, fusion, policy, self.embedder_id, top_k)
+            retrieval.ranked_fusion(self.indexes, cleaned, lanes, raw, fusion, policy, self.embedder_id, top_k)
             if any(lanes.values())
             else []
         )

@@ -120,7 +120,7 @@ def _recall(
     reranker: Reranker | None = None,
 ) -> _Run:
     pasted = looks_like_alert(query)
-    query = clean_query(query)  # a pasted alert or log line: its alert name, service and message, not its noise
+    query = clean_query(query, pasted=pasted)  # a pasted alert or log line: its alert name, service and message, not its noise
     lane_query = LaneQuery(
         query=query,
         tokens=indexes.analyzer.tokens(query),
