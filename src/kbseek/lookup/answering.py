@@ -46,7 +46,7 @@ from kbseek.lookup.review import label_reviews
 from kbseek.lookup.types import LookupRequest
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.lanes import document_of
-from kbseek.retrieval.recall import EVIDENCE_SAMPLE
+from kbseek.retrieval.recall import EVIDENCE_SAMPLE, dense_evidence
 from kbseek.retrieval.sections import document_chunks, expanded, find_section, resolve_document
 
 MIN_RECALL_DEPTH = 15
@@ -115,14 +115,19 @@ def question_signals(
 ) -> Signals:
     """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training): from the
     hits in the order fusion scored them, so a reordering of sections within their documents (sections of context
-    later, the learned ranker) changes what the answer shows first, not the evidence the gate weighs. The cosines
-    come from ``dense``, the dense lane's own candidates (vector id, cosine) in its order, when the recall has them."""
+    later, the learned ranker) changes what the answer shows first, not the evidence the gate weighs. The cosines, and
+    whether they were measured across scripts, come from ``dense``, the dense lane's own candidates (vector id,
+    cosine) in its order, when the recall has them."""
     hits = sorted(hits, key=lambda h: (-h.score, min((s.rank for s in h.lanes.values()), default=0), h.chunk.id))
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     ideal = sum(n * indexes.bm25.idf(t) for t, n in Counter(tokens).items())  # each word matched at its full IDF
-    by_cosine = sorted((h for h in hits if "dense" in h.lanes), key=lambda h: -h.lanes["dense"].score)
+    if dense:  # the language of the chunks the gate's cosines come from, as the fusion reads it
+        evidence = dense_evidence(indexes, {vid: sim for vid, sim in dense})
+    else:
+        by_cosine = sorted((h for h in hits if "dense" in h.lanes), key=lambda h: -h.lanes["dense"].score)
+        evidence = [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]
     return signals(
         [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits],
         [h.chunk.document_id for h in hits],
@@ -133,7 +138,7 @@ def question_signals(
         l0=bool(l0_status(hint)),
         bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
         ideal=ideal,
-        cross_language=other_language(cleaned, [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]),
+        cross_language=other_language(cleaned, evidence),
         unknown_name=bool(unknown_names(indexes, cleaned)),
         dense=[(doc, sim) for vid, sim in dense or () if (doc := document_of(indexes, vid)) is not None],
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -120,7 +121,8 @@ def _recall(
     reranker: Reranker | None = None,
 ) -> _Run:
     pasted = looks_like_alert(query)
-    query = clean_query(query, pasted=pasted)  # a pasted alert or log line: its alert name, service and message, not its noise
+    # a pasted alert or log line: its alert name, service and message, not its noise
+    query = clean_query(query, pasted=pasted)
     lane_query = LaneQuery(
         query=query,
         tokens=indexes.analyzer.tokens(query),
@@ -240,8 +242,7 @@ def language_weighted(
     did."""
     if pasted or not dense:
         return config, None
-    best = sorted(dense, key=lambda c: -dense[c])[:EVIDENCE_SAMPLE]
-    evidence = [indexes.chunks[c].text for c in best]
+    evidence = dense_evidence(indexes, dense)
     if config.cross_language < 1 and other_language(query, evidence):
         lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
         note = "the query's language differs from the evidence's: the word-matching lanes weigh less"
@@ -251,6 +252,13 @@ def language_weighted(
         note = "the query and its closest chunks are in the knowledge base's minority language: dense lanes weigh less"
         return replace(config, weights={**config.weights, **damped}), note
     return config, None
+
+
+def dense_evidence(indexes: Indexes, cosines: Mapping[str, float]) -> list[str]:
+    """The texts of the dense lane's ``EVIDENCE_SAMPLE`` best chunks (chunk id -> cosine): what tells the language
+    of its evidence, to the fusion and to the gate alike."""
+    best = sorted((c for c in cosines if c in indexes.chunks), key=lambda c: -cosines[c])[:EVIDENCE_SAMPLE]
+    return [indexes.chunks[c].text for c in best]
 
 
 def _off_script(indexes: Indexes, query: str, evidence: list[str]) -> bool:
