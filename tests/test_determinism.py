@@ -142,3 +142,30 @@ def test_the_keyword_hint_is_the_same_in_every_process():
         assert run.returncode == 0, run.stderr[-2000:]
         outputs.add(run.stdout)
     assert len(outputs) == 1 and "ops/000.md" in outputs.pop()
+
+
+BM25_EXPANDED = (
+    "import hashlib, random; from kbseek.core.lexical import BM25Index; "
+    "from kbseek.core.lexicon import BUNDLED, Lexicon; from kbseek.core.rewrite import load_synonyms; "
+    "groups = load_synonyms(BUNDLED); lexicon = Lexicon(groups, lambda s: s.lower().split()); "
+    "words = sorted({t for g in groups for term in g for t in term.lower().split()}); rng = random.Random(7); "
+    "index = BM25Index(); [index.add(f'c{i}', [rng.choice(words) for _ in range(rng.randint(5, 60))]) "
+    "for i in range(300)]; q = 'slow latency 连不上 OOM 磁盘满 重启 告警 日志'; tokens = q.lower().split(); "
+    "scores = index.scores(tokens, extra=lexicon.expansions(q, tokens, 0.6)); "
+    "print(hashlib.sha1(scores.tobytes()).hexdigest(), index.coverage(tokens, [f'c{i}' for i in range(300)]))"
+)
+
+
+def test_bm25_scores_with_the_lexicon_s_words_are_the_same_in_every_process():
+    """BM25 sums its terms' float32 scores in the order the lexicon adds them; that order followed each process's
+    string hashing (a set), so the same query over the same index scored differently in the last bits from one
+    process to the next (10 processes, 10 different score vectors)."""
+    outputs = set()
+    for seed in ("1", "2", "3", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", BM25_EXPANDED], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        outputs.add(run.stdout)
+    assert len(outputs) == 1

@@ -212,7 +212,8 @@ class BM25Index:
         with self._lock:
             alive = max(1, len(self._slot))
             weights = {
-                t: math.log(1 + (alive - self._df.get(t, 0) + 0.5) / (self._df.get(t, 0) + 0.5)) for t in set(tokens)
+                t: math.log(1 + (alive - self._df.get(t, 0) + 0.5) / (self._df.get(t, 0) + 0.5))
+                for t in dict.fromkeys(tokens)  # in query order: a set's order would vary the sums between processes
             }
             total = sum(weights.values()) or 1.0
             out = {}

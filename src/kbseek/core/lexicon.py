@@ -52,7 +52,11 @@ class Lexicon:
             ]
             if not named:
                 continue
-            new = {t for i, (_, analysed) in enumerate(group) if i not in named for t in analysed if t not in present}
+            # in the group's order: BM25 sums its terms' float32 scores in this order, and a set's order changes with
+            # each process's string hashing, which moved scores in their last bits from one process to the next
+            new = dict.fromkeys(
+                t for i, (_, analysed) in enumerate(group) if i not in named for t in analysed if t not in present
+            )
             # a group of many terms must not outweigh the question: its words share the weight (measured better
             # than each word at a fixed weight, docs/evaluation.md)
             share = weight / math.sqrt(len(new)) if new else 0.0
