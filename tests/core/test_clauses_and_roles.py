@@ -61,6 +61,11 @@ def test_cjk_share():
         ("Which other alerts usually fire together with it?", "related"),
         ("延迟升高对用户有什么影响", "impact"),
         ("What is the impact on checkout?", "impact"),
+        ("What happens to running pods if etcd loses quorum?", "impact"),
+        ("What stops working when the quota is used up?", "impact"),
+        ("The pod is stuck. What should I look at first?", "locate"),
+        ("How do I find out why the target is down?", "locate"),
+        ("When does the alert become critical?", "trigger"),
     ],
 )
 def test_query_roles(query, role):
@@ -91,6 +96,7 @@ def test_query_roles(query, role):
         ("立即操作（5分钟内）", "mitigate"),
         ("Mitigation", "mitigate"),
         ("告警名称", "trigger"),
+        ("Meaning", "trigger"),  # an alert runbook's Meaning says when the alert fires
     ],
 )
 def test_heading_roles(heading, role):
@@ -143,6 +149,8 @@ def test_every_role_can_be_asked_and_declared_in_both_languages():
         ("问题描述", "这个告警是什么意思？", False),
         ("Overview", "What is the meaning of this alert?", False),
         ("参考文档", "有没有官方文档可以参考？", False),
+        ("Meaning", "How do I fix the lag?", True),
+        ("Meaning", "At what threshold does this alert fire?", False),  # the Meaning section says when it fires
     ],
 )
 def test_a_section_of_context_is_one_the_question_does_not_ask_for(heading, question, context):
