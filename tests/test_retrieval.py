@@ -237,6 +237,9 @@ def test_a_question_in_the_knowledge_base_s_minority_script_weighs_the_dense_lan
             1
         ].startswith("the query's language differs")  # across scripts: the other rule
         assert weighted("服务器最多能接多少连接", {c: 0.9 for c in chunks_of("inspect.md")}) == (FusionConfig(), None)
+        # a Chinese question over English evidence keeps its word lanes: its Latin words are names the English
+        # text writes the same way; only a question mostly in Latin script leans away from them
+        assert weighted("服务器最多能接多少连接，在哪里配置", english) == (FusionConfig(), None)
         line = "ERROR [server.go:512] too many connections max-connections=500"
         assert recall.language_weighted(kb.indexes, line, english, FusionConfig(), pasted=True) == (
             FusionConfig(),

@@ -19,6 +19,7 @@ from typing import Any
 
 from kbseek.core.alertline import clean as clean_query
 from kbseek.core.alertline import looks_like_alert
+from kbseek.core.answerability import CHINESE_QUESTION
 from kbseek.core.clauses import cjk_share, other_language
 from kbseek.core.fusion import Fused, document_prior, relative_score_fusion, rrf
 from kbseek.core.keywords import KeywordHint
@@ -232,18 +233,22 @@ def language_weighted(
 ) -> tuple[FusionConfig, str | None]:
     """The fusion for this query, with a note when it differs from ``config``.
 
-    When the query is written in another script than the dense lane's best chunks, the word-matching lanes weigh
-    ``config.cross_language`` of their weight. When the query and those chunks are both in the knowledge base's
-    minority script (an English question over a mostly Chinese docs tree, whose few English chunks are commands
-    and configuration), the dense lanes weigh ``config.off_script_dense`` of theirs: e5 prefers text in the
-    question's language, so it ranked those chunks by language. A ``pasted`` alert or log line is not prose in a
+    When a query not written mostly in Chinese is in another script than the dense lane's best chunks (an English
+    question over Chinese runbooks), the word-matching lanes weigh ``config.cross_language`` of their weight. When
+    the query and those chunks are both in the knowledge base's minority script (an English question over a mostly
+    Chinese docs tree, whose few English chunks are commands and configuration), the dense lanes weigh
+    ``config.off_script_dense`` of theirs: e5 prefers text in the question's language, so it ranked those chunks by
+    language. A ``pasted`` alert or log line is not prose in a
     language: its alert names, error strings and log keywords are written the same in a Chinese runbook, and the
     lanes keep their weights. Live recall and replay both fuse through it, so a replay ranks as the live recall
     did."""
     if pasted or not dense:
         return config, None
     evidence = dense_evidence(indexes, dense)
-    if config.cross_language < 1 and other_language(query, evidence):
+    # a question written mostly in Chinese over English evidence keeps its word lanes: its Latin words are the names
+    # and identifiers the English text writes the same way (``named_terms`` reads them so too), and the lexicon
+    # adds the English words of its terms; an English question's words over Chinese text match stray English
+    if config.cross_language < 1 and other_language(query, evidence) and cjk_share(query) <= CHINESE_QUESTION:
         lexical = {lane: w * config.cross_language for lane, w in config.weights.items() if lane in WORD_LANES}
         note = "the query's language differs from the evidence's: the word-matching lanes weigh less"
         return replace(config, weights={**config.weights, **lexical}), note
