@@ -94,6 +94,9 @@ def test_backup_and_restore_round_trip(tmp_path):
         for name, text in DOCS.items():
             kb.upload(text.encode(), name)
         kb.lookup_knowledge({"query": "jmap", "session_id": "b1"})
+        # the call's record is written by a background thread: a backup taken by another process copies what is
+        # committed, so wait for it (on a busy machine the copy ran before the write and the record was missing)
+        assert kb.invocations.flush()
         code, made = cli(home, "backup", str(tmp_path / "kb.tar.gz"), "--json")  # while the base is open
         assert code == 0 and made["documents"] == 2 and made["bytes"] > 0
     code, restored = cli(other, "restore", str(tmp_path / "kb.tar.gz"), "--json")
