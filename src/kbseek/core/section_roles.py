@@ -126,7 +126,7 @@ ROLES: tuple[Role, ...] = (
         ("升级", "通知", "上报", "通报", "联系", "负责人", "值班"),
         ("escalat", "notif", "contact", "communicat", "owner", "on-call"),
     ),
-    Role(
+    Role(  # an alert runbook's "Meaning" says when the alert fires
         "trigger",
         ("阈值", "触发", "告警条件", "什么条件", "多少会", "响铃", "级别", "持续多久"),
         ("threshold", "trigger", "fire", "fires", "alert condition", "severity", "become critical"),

@@ -54,7 +54,8 @@ class FusionConfig:
     lane_depth: int = 50  # candidates each lane contributes
     l0_chunks_per_document: int = 2
     method: str = "rrf"  # or "rsf": relative score fusion
-    # a query in another script than the evidence the dense lane finds: the word-matching lanes count this much
+    # a query mostly in Latin script over evidence in another (an English question over Chinese runbooks): the
+    # word-matching lanes count this much
     # (0.2 measured best on the golden dev split: English 0.54 -> 0.63 nDCG@10, alert lines unchanged; 1 is off);
     # a pasted alert or log line keeps its word lanes whatever its script (``language_weighted``)
     cross_language: float = 0.2
@@ -238,10 +239,9 @@ def language_weighted(
     the query and those chunks are both in the knowledge base's minority script (an English question over a mostly
     Chinese docs tree, whose few English chunks are commands and configuration), the dense lanes weigh
     ``config.off_script_dense`` of theirs: e5 prefers text in the question's language, so it ranked those chunks by
-    language. A ``pasted`` alert or log line is not prose in a
-    language: its alert names, error strings and log keywords are written the same in a Chinese runbook, and the
-    lanes keep their weights. Live recall and replay both fuse through it, so a replay ranks as the live recall
-    did."""
+    language. A ``pasted`` alert or log line is not prose in a language: its alert names, error strings and log
+    keywords are written the same in a Chinese runbook, and the lanes keep their weights. Live recall and replay
+    both fuse through it, so a replay ranks as the live recall did."""
     if pasted or not dense:
         return config, None
     evidence = dense_evidence(indexes, dense)
