@@ -85,15 +85,15 @@ def cjk_share(text: str) -> float:
 CROSS_LANGUAGE_GAP = 0.6  # of the Chinese share: an English question over Chinese chunks differs by about 0.9
 
 
-def other_language(query: str, evidence: Sequence[str]) -> bool:
-    """Whether ``query`` is written in another script (Chinese or not) than the ``evidence`` texts, on average.
+def other_language(query: str, evidence: Sequence[float]) -> bool:
+    """Whether ``query`` is written in another script (Chinese or not) than the evidence, on average: ``evidence``
+    holds each text's ``cjk_share`` (the indexes keep every chunk's, computed once per refresh).
 
-    >>> other_language("Who do we escalate to?", ["升级机制：30 分钟未恢复，通知技术负责人"])
+    >>> other_language("Who do we escalate to?", [cjk_share("升级机制：30 分钟未恢复，通知技术负责人")])
     True
-    >>> other_language("HighCPUUsage 告警怎么处理", ["CPU 使用率过高告警处理方案"]), other_language("x", [])
+    >>> other_language("HighCPUUsage 告警怎么处理", [cjk_share("CPU 使用率过高告警处理方案")]), other_language("x", [])
     (False, False)
     """
     if not evidence:
         return False
-    share = sum(cjk_share(text) for text in evidence) / len(evidence)
-    return abs(cjk_share(query) - share) > CROSS_LANGUAGE_GAP
+    return abs(cjk_share(query) - sum(evidence) / len(evidence)) > CROSS_LANGUAGE_GAP

@@ -124,10 +124,10 @@ def question_signals(
     coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     ideal = sum(n * indexes.bm25.idf(t) for t, n in Counter(tokens).items())  # each word matched at its full IDF
     if dense:  # the language of the chunks the gate's cosines come from, as the fusion reads it
-        evidence = dense_evidence(indexes, {vid: sim for vid, sim in dense})
+        evidence = dense_evidence(indexes, dict(dense))
     else:
         by_cosine = sorted((h for h in hits if "dense" in h.lanes), key=lambda h: -h.lanes["dense"].score)
-        evidence = [h.chunk.text for h in by_cosine[:EVIDENCE_SAMPLE]]
+        evidence = indexes.chinese_of(h.chunk.id for h in by_cosine[:EVIDENCE_SAMPLE])
     return signals(
         [h.lanes["dense"].score if "dense" in h.lanes else None for h in hits],
         [h.chunk.document_id for h in hits],

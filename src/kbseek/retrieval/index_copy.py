@@ -56,7 +56,7 @@ class IndexCopy:
         self.documents: dict[str, DocumentCard] = {}
         self.chunks: dict[str, Chunk] = {}
         self.version = -1
-        self._chinese: dict[str, float] = {}  # each chunk's share of Chinese letters
+        self.chunk_chinese: dict[str, float] = {}  # each chunk's share of Chinese letters (``cjk_share``)
         self.chinese_share = 0.0  # their mean: which script the knowledge base is mostly written in
         self.chinese_chunks = 0.0  # the share of chunks written mostly in Chinese (half their letters or more)
 
@@ -86,10 +86,10 @@ class IndexCopy:
             self.keywords.upsert(card)
             for chunk in doc.chunks:
                 self.chunks[chunk.id] = chunk
-                self._chinese[chunk.id] = change.chinese[chunk.id]
+                self.chunk_chinese[chunk.id] = change.chinese[chunk.id]
                 self.bm25.add(chunk.id, change.tokens[chunk.id], group=doc.category)
         # fsum is exact, so the mean does not depend on the order documents were applied in
-        shares = self._chinese.values()
+        shares = self.chunk_chinese.values()
         self.chinese_share = math.fsum(shares) / len(shares) if shares else 0.0
         self.chinese_chunks = sum(share >= 0.5 for share in shares) / len(shares) if shares else 0.0
         self.version = change.version
@@ -102,4 +102,4 @@ class IndexCopy:
         self.bm25.remove(doc.chunk_ids)
         for chunk_id in doc.chunk_ids:
             self.chunks.pop(chunk_id, None)
-            self._chinese.pop(chunk_id, None)
+            self.chunk_chinese.pop(chunk_id, None)

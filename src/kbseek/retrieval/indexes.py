@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kbseek.core.analysis import Analyzer, normalize
@@ -104,6 +104,11 @@ class Indexes:
     def chinese_chunks(self) -> float:
         """The share of live chunks written mostly in Chinese (half their letters or more)."""
         return self._copies.current().chinese_chunks
+
+    def chinese_of(self, chunk_ids: Iterable[str]) -> list[float]:
+        """Each live chunk's share of Chinese letters (``cjk_share`` of its text, kept since its refresh)."""
+        shares = self._copies.current().chunk_chinese
+        return [shares[c] for c in chunk_ids if c in shares]
 
     @property
     def index_version(self) -> str:

@@ -259,17 +259,17 @@ def language_weighted(
     return config, None
 
 
-def dense_evidence(indexes: Indexes, cosines: Mapping[str, float]) -> list[str]:
-    """The texts of the dense lane's ``EVIDENCE_SAMPLE`` best chunks (chunk id -> cosine): what tells the language
-    of its evidence, to the fusion and to the gate alike."""
+def dense_evidence(indexes: Indexes, cosines: Mapping[str, float]) -> list[float]:
+    """The shares of Chinese letters of the dense lane's ``EVIDENCE_SAMPLE`` best chunks (chunk id -> cosine): what
+    tells the language of its evidence, to the fusion and to the gate alike."""
     best = sorted((c for c in cosines if c in indexes.chunks), key=lambda c: -cosines[c])[:EVIDENCE_SAMPLE]
-    return [indexes.chunks[c].text for c in best]
+    return indexes.chinese_of(best)
 
 
-def _off_script(indexes: Indexes, query: str, evidence: list[str]) -> bool:
-    """Whether the query and its dense evidence are both in the knowledge base's minority script."""
+def _off_script(indexes: Indexes, query: str, shares: list[float]) -> bool:
+    """Whether the query and its dense evidence (its chunks' shares of Chinese letters) are both in the knowledge
+    base's minority script."""
     mean, asked = indexes.chinese_share, cjk_share(query)
-    shares = [cjk_share(text) for text in evidence]
     # the share of the knowledge base's chunks written in the query's script
     in_its_script = indexes.chinese_chunks if asked >= 0.5 else 1 - indexes.chinese_chunks
     far = abs(asked - mean) > OFF_SCRIPT and abs(sum(shares) / len(shares) - mean) > OFF_SCRIPT
