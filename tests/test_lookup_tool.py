@@ -67,6 +67,19 @@ def test_strong_labels_go_only_to_sections_holding_the_named_identifier(default_
     assert len(pieces) > len(strong)
 
 
+def test_a_runbook_gets_one_strong_section_per_request(default_stack_kb):
+    one_request, two_requests = "Pod 一直 CrashLoopBackOff 怎么排查", "Kafka 消费积压怎么处理？处理完怎么确认恢复？"
+    for query, requests in ((one_request, 1), (two_requests, 2)):
+        answer = ask(default_stack_kb, query).answer
+        assert answer.status == "answer" and read_in_order(answer)
+        for entry in answer.documents:
+            strong = {p.heading_path for p in entry.pieces if p.level in ("PRECISE", "HIGHLY_RELEVANT")}
+            # its other sections resemble the question too, but they are related, not the answer
+            assert len(strong) <= requests, (query, entry.document.path, strong)
+        first = answer.documents[0]
+        assert first.level in ("PRECISE", "HIGHLY_RELEVANT") and len(first.pieces) > requests
+
+
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思")
     answer = response.answer

@@ -113,6 +113,35 @@ def relative_mask(coverages: Sequence[float], scores: Sequence[float], *, named:
     ]
 
 
+def sections_per_document_mask(
+    sections: Sequence[tuple[str, str]], strong: Sequence[bool], *, allowed: int
+) -> list[bool]:
+    """Per hit (its ``(document, section)``, in fused order): may it stay strong? Every section of the right
+    runbook resembles a question about it, but a request is answered by one of them: only a document's first
+    ``allowed`` sections among the ``strong`` hits keep the label (one per request the question makes, so a
+    two-part question keeps two). Hits not strong are left as they are.
+
+    >>> hits = [("cpu.md", "locate"), ("cpu.md", "verify"), ("disk.md", "locate"), ("cpu.md", "locate")]
+    >>> sections_per_document_mask(hits, [True, True, True, True], allowed=1)
+    [True, False, True, True]
+    >>> sections_per_document_mask(hits, [False, True, True, True], allowed=1)  # a weak first section blocks none
+    [True, True, True, False]
+    >>> sections_per_document_mask(hits, [True, True, True, True], allowed=2)
+    [True, True, True, True]
+    """
+    kept: dict[str, list[str]] = {}
+    mask = []
+    for (document, section), is_strong in zip(sections, strong, strict=True):
+        if not is_strong:
+            mask.append(True)
+            continue
+        seen = kept.setdefault(document, [])
+        if section not in seen and len(seen) < allowed:
+            seen.append(section)
+        mask.append(section in seen)
+    return mask
+
+
 @dataclass(frozen=True, slots=True)
 class Signals:
     """What the answerability model reads of one query's recall."""
