@@ -26,6 +26,13 @@ def test_the_bundled_groups_parse_and_bridge_chinese_and_english(lexicon):
     assert "慢" in lexicon.expansions(english, ANALYZER.tokens(english), 1.0)  # a phrase named by its stems
 
 
+def test_chinese_container_words_reach_english_runbooks(lexicon):
+    # alert runbooks of Kubernetes and Prometheus are mostly English; the question is often Chinese
+    query = "持久卷快被写满了，证书过期怎么办"
+    added = set(lexicon.expansions(query, ANALYZER.tokens(query), 1.0))
+    assert {"persist", "volum", "fill", "expir"} <= added, added
+
+
 def test_added_words_weigh_less_than_the_question_s_own_and_never_repeat_them(lexicon):
     query = "服务 OOM 了一直重启"
     tokens = ANALYZER.tokens(query)

@@ -6,7 +6,8 @@ group's other words to the BM25 query, each counting ``weight / sqrt(n)`` of a q
 group adds: a section that uses the documentation's word can now match, and one that repeats the question's own
 words still ranks first. The bundled groups (``lexicons/ops-terms.txt``) are general operations vocabulary
 (symptoms, resources, engine concepts, actions), Chinese and English, written before any question set they are
-measured on.
+measured on; the container and Kubernetes groups were added later, for Chinese questions over English alert
+runbooks.
 """
 
 from __future__ import annotations
