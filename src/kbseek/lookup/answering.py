@@ -113,16 +113,19 @@ def question_signals(
     hint: KeywordHint,
     reference: float | None,
     dense: Sequence[tuple[str, float]] | None = None,
+    coverage: dict[str, float] | None = None,
 ) -> Signals:
     """The answerability signals of one recall, as the gate in :func:`levelled` reads them (for training): from the
     hits in the order fusion scored them, so a reordering of sections within their documents (sections of context
     later, the learned ranker) changes what the answer shows first, not the evidence the gate weighs. The cosines, and
     whether they were measured across scripts, come from ``dense``, the dense lane's own candidates (vector id,
-    cosine) in its order, when the recall has them."""
+    cosine) in its order, when the recall has them. ``coverage``: each hit's share of the cleaned query's weight,
+    when the caller has measured it already."""
     hits = sorted(hits, key=lambda h: (-h.score, min((s.rank for s in h.lanes.values()), default=0), h.chunk.id))
     cleaned = clean_query(query)
     tokens = indexes.analyzer.tokens(cleaned)
-    coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
+    if coverage is None:
+        coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
     ideal = sum(n * indexes.bm25.idf(t) for t, n in Counter(tokens).items())  # each word matched at its full IDF
     if dense:  # the language of the chunks the gate's cosines come from, as the fusion reads it
         evidence = dense_evidence(indexes, dict(dense))
@@ -192,7 +195,7 @@ def levelled(
     if gate is not None:
         # the model judges the question (it was fitted on near-topic and off-topic negatives alike); the per-hit
         # thresholds only label. As a second gate they refused half the answerable paraphrases (docs/evaluation.md)
-        found = question_signals(indexes, query, hits, hint, reference, dense)
+        found = question_signals(indexes, query, hits, hint, reference, dense, coverage)
         if gate.probability(found) < gate.cut:
             return []
     elif all(lvl is None for lvl in levels):
