@@ -73,7 +73,7 @@ def test_a_runbook_gets_one_strong_section_per_request(default_stack_kb):
         answer = ask(default_stack_kb, query).answer
         assert answer.status == "answer" and read_in_order(answer)
         for entry in answer.documents:
-            strong = {p.heading_path for p in entry.pieces if p.level in ("PRECISE", "HIGHLY_RELEVANT")}
+            strong = {p.anchor for p in entry.pieces if p.level in ("PRECISE", "HIGHLY_RELEVANT")}
             # its other sections resemble the question too, but they are related, not the answer
             assert len(strong) <= requests, (query, entry.document.path, strong)
         first = answer.documents[0]

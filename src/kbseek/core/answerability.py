@@ -116,10 +116,11 @@ def relative_mask(coverages: Sequence[float], scores: Sequence[float], *, named:
 def sections_per_document_mask(
     sections: Sequence[tuple[str, str]], strong: Sequence[bool], *, allowed: int
 ) -> list[bool]:
-    """Per hit (its ``(document, section)``, in fused order): may it stay strong? Every section of the right
+    """Per hit (its ``(document, section)``, in ranked order): may it stay strong? Every section of the right
     runbook resembles a question about it, but a request is answered by one of them: only a document's first
-    ``allowed`` sections among the ``strong`` hits keep the label (one per request the question makes, so a
-    two-part question keeps two). Hits not strong are left as they are.
+    ``allowed`` sections among the ``strong`` hits keep the label (as many as the question makes requests, so a
+    two-part question keeps two; which section answers which request is left to the ranking). Hits not strong
+    are left as they are.
 
     >>> hits = [("cpu.md", "locate"), ("cpu.md", "verify"), ("disk.md", "locate"), ("cpu.md", "locate")]
     >>> sections_per_document_mask(hits, [True, True, True, True], allowed=1)
