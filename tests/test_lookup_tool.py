@@ -42,7 +42,11 @@ def ask(kb: KnowledgeBase, query: str, **params):
 
 
 def paths(response) -> list[str]:
-    return [e.document.path for e in response.answer.documents]
+    return paths_of(response.answer)
+
+
+def paths_of(answer) -> list[str]:
+    return [e.document.path for e in answer.documents]
 
 
 def test_answerable_questions_are_answered_on_the_default_stack(default_stack_kb):
@@ -78,6 +82,20 @@ def test_a_runbook_gets_one_strong_section_per_request(default_stack_kb):
             assert len(strong) <= requests, (query, entry.document.path, strong)
         first = answer.documents[0]
         assert first.level in ("PRECISE", "HIGHLY_RELEVANT") and len(first.pieces) > requests
+
+
+def test_one_request_gets_strong_evidence_from_one_document(default_stack_kb):
+    # the old rule labelled both the status-code table and the 502 runbook strong for this line; the second
+    # document stays in the answer, as related evidence
+    line = (
+        "2026/12/02 10:11:12 [error] 12#12: *9 connect() failed (111: Connection refused) while connecting to "
+        'upstream, client: 10.0.0.8, server: gw.internal, request: "POST /api/pay/create HTTP/1.1"'
+    )
+    answer = ask(default_stack_kb, line).answer
+    assert answer.status == "answer" and read_in_order(answer)
+    strong = [e.document.path for e in answer.documents if e.level in ("PRECISE", "HIGHLY_RELEVANT")]
+    assert len(strong) == 1, strong
+    assert {"api/http-status-codes.md", "troubleshoot/http-502-nginx.md"} <= set(paths_of(answer))
 
 
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):

@@ -113,21 +113,22 @@ def relative_mask(coverages: Sequence[float], scores: Sequence[float], *, named:
     ]
 
 
-def sections_per_document_mask(
-    sections: Sequence[tuple[str, str]], strong: Sequence[bool], *, allowed: int
-) -> list[bool]:
+def strong_per_request_mask(sections: Sequence[tuple[str, str]], strong: Sequence[bool], *, allowed: int) -> list[bool]:
     """Per hit (its ``(document, section)``, in ranked order): may it stay strong? Every section of the right
     runbook resembles a question about it, but a request is answered by one of them: only a document's first
     ``allowed`` sections among the ``strong`` hits keep the label (as many as the question makes requests, so a
-    two-part question keeps two; which section answers which request is left to the ranking). Hits not strong
-    are left as they are.
+    two-part question keeps two; which section answers which request is left to the ranking). Likewise only the
+    first ``allowed`` documents with a strong hit keep any: a later document is mostly a sibling (the memory
+    runbook for a question about CPU), rarely a second answer. Hits not strong are left as they are.
 
     >>> hits = [("cpu.md", "locate"), ("cpu.md", "verify"), ("disk.md", "locate"), ("cpu.md", "locate")]
-    >>> sections_per_document_mask(hits, [True, True, True, True], allowed=1)
-    [True, False, True, True]
-    >>> sections_per_document_mask(hits, [False, True, True, True], allowed=1)  # a weak first section blocks none
-    [True, True, True, False]
-    >>> sections_per_document_mask(hits, [True, True, True, True], allowed=2)
+    >>> strong_per_request_mask(hits, [True, True, True, True], allowed=1)
+    [True, False, False, True]
+    >>> strong_per_request_mask(hits, [False, True, True, True], allowed=1)  # a weak first section blocks none
+    [True, True, False, False]
+    >>> strong_per_request_mask(hits, [True, True, True, True], allowed=2)
+    [True, True, True, True]
+    >>> strong_per_request_mask(hits, [True, False, True, True], allowed=2)  # a second request, a second runbook
     [True, True, True, True]
     """
     kept: dict[str, list[str]] = {}
@@ -135,6 +136,9 @@ def sections_per_document_mask(
     for (document, section), is_strong in zip(sections, strong, strict=True):
         if not is_strong:
             mask.append(True)
+            continue
+        if document not in kept and len(kept) >= allowed:
+            mask.append(False)
             continue
         seen = kept.setdefault(document, [])
         if section not in seen and len(seen) < allowed:

@@ -33,8 +33,8 @@ from kbseek.core.answerability import (
     identifiers,
     named_terms,
     relative_mask,
-    sections_per_document_mask,
     signals,
+    strong_per_request_mask,
 )
 from kbseek.core.clauses import other_language, questions
 from kbseek.core.fusion import rrf
@@ -174,7 +174,8 @@ def levelled(
     returns nothing. An answered one keeps every hit, hits below the thresholds as ``REFERENCE``: related, not
     confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
     far less of the query or scores far below the top hit, is ``REFERENCE`` too, as is a document's strong section
-    after its first-ranked one (after its first two for a question making two requests, ...: ``core.answerability``).
+    after its first-ranked one, and any section of a document ranked after the first with a strong section (after
+    the first two, for a question making two requests, ...: ``core.answerability``).
     The query is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's labels and values would
     otherwise dilute the coverage); ``dense`` is the dense lane's own ranking, which the gate reads its cosines
     from. The answer then reads them strongest level first, the fused rank within a level
@@ -203,12 +204,13 @@ def levelled(
     named = next((i for i, h in enumerate(hits) if l0.get(h.chunk.document_id) == "unique"), None)
     relative = relative_mask([coverage[h.chunk.id] for h in hits], [h.score for h in hits], named=named)
     strong_ok = [a and b for a, b in zip(identifier_mask(names, texts), relative)]
-    # a runbook's sections all resemble a question about it: strong labels go to as many of its sections, first
-    # ranked first, as the question makes requests (which section answers which request is the ranking's call)
+    # a runbook's sections, and its sibling runbooks, all resemble a question about it: strong labels go to as many
+    # sections and documents, first ranked first, as the question makes requests (which answers which request is
+    # the ranking's call)
     strong = [ok and lvl in (PRECISE, HIGHLY_RELEVANT) for ok, lvl in zip(strong_ok, levels)]
     sections = [(h.chunk.document_id, h.chunk.anchor) for h in hits]
-    per_document = sections_per_document_mask(sections, strong, allowed=len(questions(cleaned)))
-    strong_ok = [a and b for a, b in zip(strong_ok, per_document)]
+    per_request = strong_per_request_mask(sections, strong, allowed=len(questions(cleaned)))
+    strong_ok = [a and b for a, b in zip(strong_ok, per_request)]
     return [
         Candidate((hit.chunk,), hit.score, hit.lanes, _capped(lvl, ok)) for hit, lvl, ok in zip(hits, levels, strong_ok)
     ]
