@@ -85,8 +85,8 @@ def test_a_runbook_gets_one_strong_section_per_request(default_stack_kb):
 
 
 def test_one_request_gets_strong_evidence_from_one_document(default_stack_kb):
-    # the old rule labelled both the status-code table and the 502 runbook strong for this line; the second
-    # document stays in the answer, as related evidence
+    # the status-code table and the 502 runbook both match this line: one request, one strong document, and the
+    # other stays in the answer as related evidence
     line = (
         "2026/12/02 10:11:12 [error] 12#12: *9 connect() failed (111: Connection refused) while connecting to "
         'upstream, client: 10.0.0.8, server: gw.internal, request: "POST /api/pay/create HTTP/1.1"'

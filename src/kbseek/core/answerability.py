@@ -119,17 +119,17 @@ def strong_per_request_mask(sections: Sequence[tuple[str, str]], strong: Sequenc
     ``allowed`` sections among the ``strong`` hits keep the label (as many as the question makes requests, so a
     two-part question keeps two; which section answers which request is left to the ranking). Likewise only the
     first ``allowed`` documents with a strong hit keep any: a later document is mostly a sibling (the memory
-    runbook for a question about CPU), rarely a second answer. Hits not strong are left as they are.
+    runbook for a question about CPU), rarely a second answer. So up to ``allowed`` sections in each of up to
+    ``allowed`` documents. Hits not strong are left as they are.
 
     >>> hits = [("cpu.md", "locate"), ("cpu.md", "verify"), ("disk.md", "locate"), ("cpu.md", "locate")]
     >>> strong_per_request_mask(hits, [True, True, True, True], allowed=1)
     [True, False, False, True]
-    >>> strong_per_request_mask(hits, [False, True, True, True], allowed=1)  # a weak first section blocks none
+    >>> strong_per_request_mask(hits, [False, True, True, True], allowed=1)  # a weak hit takes no slot
     [True, True, False, False]
-    >>> strong_per_request_mask(hits, [True, True, True, True], allowed=2)
-    [True, True, True, True]
-    >>> strong_per_request_mask(hits, [True, False, True, True], allowed=2)  # a second request, a second runbook
-    [True, True, True, True]
+    >>> three = [*hits, ("mem.md", "locate")]
+    >>> strong_per_request_mask(three, [True, False, True, True, True], allowed=2)  # two requests, two runbooks
+    [True, True, True, True, False]
     """
     kept: dict[str, list[str]] = {}
     mask = []

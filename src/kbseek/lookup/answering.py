@@ -174,8 +174,8 @@ def levelled(
     returns nothing. An answered one keeps every hit, hits below the thresholds as ``REFERENCE``: related, not
     confirmed; and a hit that lacks the identifier the question names while another hit has it, or that holds
     far less of the query or scores far below the top hit, is ``REFERENCE`` too, as is a document's strong section
-    after its first-ranked one, and any section of a document ranked after the first with a strong section (after
-    the first two, for a question making two requests, ...: ``core.answerability``).
+    after its first-ranked one, and any strong section of a document ranked after the first document that holds
+    one (after the first two, for a question making two requests, ...: ``core.answerability``).
     The query is cleaned as the recall lanes saw it (``clean_query``: a pasted alert line's labels and values would
     otherwise dilute the coverage); ``dense`` is the dense lane's own ranking, which the gate reads its cosines
     from. The answer then reads them strongest level first, the fused rank within a level
