@@ -226,6 +226,9 @@ def test_dataset_folders_carry_unanswerable_questions_into_the_no_answer_metrics
     assert answer["no_answer"]["unanswerable_refused"] == 1.0 and answer["no_answer"]["answerable_refused"] == 0.0
     assert recall["evidence"] == {}  # a recall policy labels nothing
     assert answer["evidence"]["chars_mean"] > 0
+    assert all("strong" not in q for q in recall["per_query"] + recall["unanswerable"])
+    pieces = [p for q in answer["per_query"] + answer["unanswerable"] for p in q["strong"]]
+    assert len(pieces) == answer["evidence"]["strong_pieces"]
     # a question marked unanswerable that is judged relevant somewhere is a contradiction, named
     write(folder, "qrels.tsv", "query-id\tcorpus-id\tscore\na\tkafka.md\t1\nn\tcpu.md\t1\n")
     with pytest.raises(DatasetError, match="answerable: false"):
@@ -256,6 +259,12 @@ def test_evidence_precision_counts_strong_pieces_and_strong_pieces_for_unanswera
     run = run_policy(retrieve, dataset, policy="answer:hybrid", depth=10, names=["hit@1"], name="r", overrides={})
     # strong pieces: a/x (right), a/y (wrong), b/z (right), n/y (wrong: nothing answers n); REFERENCE is not counted
     assert run.evidence["strong_pieces"] == 4 and run.evidence["precision"] == 0.5
+    # the same pieces by question, so a precision figure can be traced to the questions behind it
+    assert {q: [(p["id"], p["level"], p["relevant"]) for p in pieces] for q, pieces in run.strong.items()} == {
+        "a": [("x.md", "PRECISE", True), ("y.md", "HIGHLY_RELEVANT", False)],
+        "b": [("z.md", "HIGHLY_RELEVANT", True)],
+        "n": [("y.md", "HIGHLY_RELEVANT", False)],
+    }
     assert run.evidence["chars_mean"] == round((200 + 200 + 100) / 3, 1) and run.evidence["chars_max"] == 200
     recall = run_policy(retrieve, dataset, policy="hybrid", depth=10, names=["hit@1"], name="r", overrides={})
     assert recall.evidence == {}

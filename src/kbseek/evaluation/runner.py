@@ -78,6 +78,7 @@ class RunResult:
     no_answer: dict[str, Any] = field(default_factory=dict)
     by_tag: dict[str, dict[str, float]] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
+    strong: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per query: its strong pieces, judged
 
 
 def metric_names(ks: tuple[int, ...]) -> list[str]:
@@ -105,6 +106,7 @@ def run_policy(
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
     strong: list[bool] = []  # per piece labelled PRECISE or HIGHLY_RELEVANT: judged relevant?
+    strong_by_query: dict[str, list[dict[str, Any]]] = {}  # the same pieces, by query, for a per-query trace
     chars: list[int] = []
     started = time.perf_counter()
     for query in dataset.queries + dataset.unanswerable:
@@ -113,8 +115,11 @@ def run_policy(
         retrieved = retrieve(query, policy, depth)
         for chunk in retrieved:
             ids = mapper.ids(chunk)
-            if getattr(chunk, "level", None) in STRONG_LEVELS:
+            level = getattr(chunk, "level", None)
+            if level in STRONG_LEVELS:
                 strong.append(any(grades.get(j, 0) > 0 for j in ids))
+                piece = {"id": ids[0] if ids else chunk.source_path, "level": level, "relevant": strong[-1]}
+                strong_by_query.setdefault(query.id, []).append(piece)
             for judged in ids:
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
@@ -140,6 +145,7 @@ def run_policy(
         refusals(dataset, run),
         tag_means(dataset, per_query, names),
         evidence(strong, chars) if is_answer_policy(policy) else {},
+        strong_by_query,
     )
 
 
@@ -193,6 +199,12 @@ def tag_means(
         }
         for tag, ids in sorted(groups.items())
     }
+
+
+def _strong_view(run: RunResult, query_id: str) -> dict[str, Any]:
+    """An answer policy's strong pieces for one query (``strong``: id, level, judged relevant), so a precision
+    figure can be traced to its questions; a recall policy labels nothing and shows none."""
+    return {"strong": run.strong.get(query_id, [])} if is_answer_policy(run.policy) else {}
 
 
 def _same_index(current: Settings, wanted: Settings) -> bool:
@@ -285,11 +297,17 @@ def report(
                         "metrics": r.per_query.get(q.id, {}),
                         "ranking": list(m.ranking(r.run.get(q.id, {})))[:10],
                         "relevant": sorted(d for d, g in dataset.qrels[q.id].items() if g > 0),
+                        **_strong_view(r, q.id),
                     }
                     for q in dataset.queries
                 ],
                 "unanswerable": [
-                    {"query_id": q.id, "query": q.text, "ranking": list(m.ranking(r.run.get(q.id, {})))[:10]}
+                    {
+                        "query_id": q.id,
+                        "query": q.text,
+                        "ranking": list(m.ranking(r.run.get(q.id, {})))[:10],
+                        **_strong_view(r, q.id),
+                    }
                     for q in dataset.unanswerable
                 ],
             }
