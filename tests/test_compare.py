@@ -143,4 +143,7 @@ def test_report_without_json_copies_no_query_text(tmp_path):
     answered = [u for u in answer["unanswerable"] if u["ranking"]]
     text = path.read_text("utf-8")
     assert answered and f"| answer:hybrid | {', '.join(u['query_id'] for u in answered)} |" in text
+    # and so are the answerable cases given a strong piece judged not relevant, where evidence precision is lost
+    wrong = [q["query_id"] for q in answer["per_query"] if any(not p["relevant"] for p in q["strong"])]
+    assert wrong and f"| answer:hybrid | {', '.join(wrong)} |" in text
     assert not any(u["query"] in text for u in answer["unanswerable"])

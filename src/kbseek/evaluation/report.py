@@ -76,6 +76,7 @@ def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | Non
     if "metrics" in charts:
         lines += ["", f"![metrics per run]({charts['metrics']})"]
     lines += _answered_without_answer(report)
+    lines += _wrong_strong_evidence(report)
     tags = sorted({t for run in report["runs"] for t in run.get("by_tag", {})})
     if tags:
         metric = metrics[0]
@@ -111,6 +112,27 @@ def _answered_without_answer(report: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     return ["", "## Cases without an answer that were answered", "", "| run | cases |", "|---|---|", *rows]
+
+
+def _wrong_strong_evidence(report: dict[str, Any]) -> list[str]:
+    """Per answer policy, the ids of the answerable cases given a strong piece (PRECISE or HIGHLY_RELEVANT) that is
+    judged not relevant: where its evidence precision is lost (ids only, as above)."""
+    rows = [
+        f"| {run['name']} | {', '.join(q['query_id'] for q in wrong)} |"
+        for run in report["runs"]
+        if is_answer_policy(run["policy"])
+        and (wrong := [q for q in run.get("per_query", []) if any(not p["relevant"] for p in q.get("strong", []))])
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Answerable cases given strong evidence judged not relevant",
+        "",
+        "| run | cases |",
+        "|---|---|",
+        *rows,
+    ]
 
 
 def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:
