@@ -7,6 +7,7 @@ nDCG@10 per run. Labels stay ASCII (tags and run names are), so no CJK font is n
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,37 +103,37 @@ def markdown(report: dict[str, Any], charts: dict[str, str], *, title: str | Non
 
 
 def _answered_without_answer(report: dict[str, Any]) -> list[str]:
-    """Per answer policy, the ids of the cases without an answer that it answered anyway (ids only: a report
-    without its JSON copies no query text)."""
-    rows = [
-        f"| {run['name']} | {', '.join(u['query_id'] for u in answered)} |"
-        for run in report["runs"]
-        if is_answer_policy(run["policy"]) and (answered := [u for u in run.get("unanswerable", []) if u["ranking"]])
-    ]
-    if not rows:
-        return []
-    return ["", "## Cases without an answer that were answered", "", "| run | cases |", "|---|---|", *rows]
+    """Per answer policy, the ids of the cases without an answer that it answered anyway."""
+    return _cases_by_policy(
+        report,
+        "Cases without an answer that were answered",
+        lambda run: [u for u in run.get("unanswerable", []) if u["ranking"]],
+    )
 
 
 def _wrong_strong_evidence(report: dict[str, Any]) -> list[str]:
     """Per answer policy, the ids of the answerable cases given a strong piece (PRECISE or HIGHLY_RELEVANT) that is
-    judged not relevant: where its evidence precision is lost (ids only, as above)."""
+    judged not relevant: where its evidence precision is lost."""
+    return _cases_by_policy(
+        report,
+        "Answerable cases given strong evidence judged not relevant",
+        lambda run: [q for q in run.get("per_query", []) if any(not p["relevant"] for p in q.get("strong", []))],
+    )
+
+
+def _cases_by_policy(
+    report: dict[str, Any], heading: str, pick: Callable[[dict[str, Any]], list[dict[str, Any]]]
+) -> list[str]:
+    """A section listing, per answer policy, the ids of the cases ``pick`` selects from its run (ids only: a report
+    without its JSON copies no query text); nothing when no policy has any."""
     rows = [
-        f"| {run['name']} | {', '.join(q['query_id'] for q in wrong)} |"
+        f"| {run['name']} | {', '.join(c['query_id'] for c in cases)} |"
         for run in report["runs"]
-        if is_answer_policy(run["policy"])
-        and (wrong := [q for q in run.get("per_query", []) if any(not p["relevant"] for p in q.get("strong", []))])
+        if is_answer_policy(run["policy"]) and (cases := pick(run))
     ]
     if not rows:
         return []
-    return [
-        "",
-        "## Answerable cases given strong evidence judged not relevant",
-        "",
-        "| run | cases |",
-        "|---|---|",
-        *rows,
-    ]
+    return ["", f"## {heading}", "", "| run | cases |", "|---|---|", *rows]
 
 
 def charts(report: dict[str, Any], folder: Path, stem: str) -> dict[str, str]:

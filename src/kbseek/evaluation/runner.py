@@ -105,8 +105,7 @@ def run_policy(
     retrieve = ToolRetriever(source.lookup_tool) if isinstance(source, KnowledgeBase) else source
     mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
     run: m.Run = {}
-    strong: list[bool] = []  # per piece labelled PRECISE or HIGHLY_RELEVANT: judged relevant?
-    strong_by_query: dict[str, list[dict[str, Any]]] = {}  # the same pieces, by query, for a per-query trace
+    strong: dict[str, list[dict[str, Any]]] = {}  # per query, its pieces labelled PRECISE or HIGHLY_RELEVANT
     chars: list[int] = []
     started = time.perf_counter()
     for query in dataset.queries + dataset.unanswerable:
@@ -117,9 +116,9 @@ def run_policy(
             ids = mapper.ids(chunk)
             level = getattr(chunk, "level", None)
             if level in STRONG_LEVELS:
-                strong.append(any(grades.get(j, 0) > 0 for j in ids))
-                piece = {"id": ids[0] if ids else chunk.source_path, "level": level, "relevant": strong[-1]}
-                strong_by_query.setdefault(query.id, []).append(piece)
+                relevant = any(grades.get(j, 0) > 0 for j in ids)
+                piece = {"id": ids[0] if ids else chunk.source_path, "level": level, "relevant": relevant}
+                strong.setdefault(query.id, []).append(piece)
             for judged in ids:
                 if judged not in ranked:
                     ranked[judged] = 1.0 / (len(ranked) + 1)
@@ -144,8 +143,10 @@ def run_policy(
         seconds,
         refusals(dataset, run),
         tag_means(dataset, per_query, names),
-        evidence(strong, chars) if is_answer_policy(policy) else {},
-        strong_by_query,
+        evidence([p["relevant"] for pieces in strong.values() for p in pieces], chars)
+        if is_answer_policy(policy)
+        else {},
+        strong,
     )
 
 
