@@ -98,6 +98,26 @@ def test_one_request_gets_strong_evidence_from_one_document(default_stack_kb):
     assert {"api/http-status-codes.md", "troubleshoot/http-502-nginx.md"} <= set(paths_of(answer))
 
 
+def test_a_follow_up_is_told_its_strongest_evidence_was_given_earlier(default_stack_kb):
+    # the follow-up's best section was handed over by the first call: its pointer keeps the level this question
+    # gives it, and the answer says so, instead of reading as reference-only evidence
+    first = ask(default_stack_kb, "Kafka 消费积压怎么排查", session_id="follow-up").answer
+    follow_up = "Kafka 消费积压处理完怎么确认恢复"
+    alone = ask(default_stack_kb, follow_up).answer
+    levels = {(e.document.id, p.anchor): p.level for e in alone.documents for p in e.pieces}
+    again = ask(default_stack_kb, follow_up, session_id="follow-up").answer
+    given = {(e.document.id, p.anchor) for e in first.documents for p in e.pieces}
+    assert again.deduplicated and {(d.document_id, d.anchor) for d in again.deduplicated} <= given
+    for d in again.deduplicated:
+        assert d.level == "DEDUPED" and d.judged == levels.get((d.document_id, d.anchor), "REFERENCE"), d
+    best = next(p for e in alone.documents for p in e.pieces)
+    assert best.level == "PRECISE" and (alone.documents[0].document.id, best.anchor) in given
+    assert again.level == "REFERENCE" and "Only reference-level" not in again.completeness
+    assert f"strongest evidence for this question (PRECISE) is one of them: {best.breadcrumb}" in again.completeness
+    third = ask(default_stack_kb, follow_up, session_id="follow-up")
+    assert "[DEDUPED, PRECISE for this question]" in render_text(third)
+
+
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思")
     answer = response.answer

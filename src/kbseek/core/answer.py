@@ -14,11 +14,12 @@ from typing import Any
 
 from kbseek.core.models import Chunk, DocumentCard
 from kbseek.core.origins import git_origin
-from kbseek.core.relevance import (  # HIGHLY_RELEVANT: used by the doctests
+from kbseek.core.relevance import (  # HIGHLY_RELEVANT, PRECISE: used by the doctests
     DEDUPED,
     HIGHLY_RELEVANT,  # noqa: F401
     LEVEL_ORDER,
     NO_CONFIDENT_MATCH,
+    PRECISE,  # noqa: F401
     REFERENCE,
     strongest,
 )
@@ -69,6 +70,7 @@ class Deduplicated:
     heading: str
     first_call: int
     reason: str
+    judged: str = REFERENCE  # the level this question gave it: a follow-up's best evidence may be one already given
     level: str = DEDUPED
 
 
@@ -248,6 +250,7 @@ def assemble(
                     heading,
                     seen[key],
                     f"already given in call {seen[key]} of this session",
+                    cand.level,  # reading order: the first candidate of a key is its strongest
                 )
             continue
         pieces = grouped.setdefault(doc.id, [])
@@ -300,6 +303,7 @@ def assemble(
                     doc.title,
                     seen[doc.id],
                     f"already given in call {seen[doc.id]} of this session",
+                    entry.level,
                 ),
             )
             continue
@@ -343,8 +347,15 @@ def completeness(
     What limited it is named as it was: the character budget (pieces left out or shortened: the evidence is
     ``partial``), the per-document cap (further matching pieces of a document already given, named by
     ``path#anchor`` so one ``section`` call fetches them), or nothing. The cap alone does not make the evidence
-    partial: every matching document is in the answer with its best pieces, and the rest is named here.
+    partial: every matching document is in the answer with its best pieces, and the rest is named here. A
+    session's follow-up whose strongest evidence was given in an earlier call is told which piece that is: its
+    pointer keeps the level this question gave it, so a follow-up is not read as weakly supported.
 
+    >>> given = Deduplicated("d1", "ops/kafka.md", "Kafka", "lag", "Kafka > 确认积压", 1, "given", PRECISE)
+    >>> for part in completeness([], [given], Budget(6000, 3), False).split("; "):
+    ...     print(part)
+    1 item(s) already given earlier in this session (call 1)
+    not repeated. The strongest evidence for this question (PRECISE) is one of them: Kafka > 确认积压 (call 1).
     >>> b = Budget(6000, 3)
     >>> b.cap("ops/cpu.md", "steps"); b.cap("ops/cpu.md", "")
     >>> for part in completeness([], [], b, False).split("; "):  # nothing given: no confident match
@@ -358,17 +369,28 @@ def completeness(
             "error code, alert name or component, or treat the topic as not documented."
         )
     notes = []
-    if entries:
-        best = strongest([e.level for e in entries])
+    best = strongest([e.level for e in entries]) if entries else None
+    given = min(deduplicated, key=lambda d: LEVEL_ORDER[d.judged], default=None)
+    given_is_best = (
+        given is not None
+        and given.judged != REFERENCE
+        and (best is None or LEVEL_ORDER[given.judged] < LEVEL_ORDER[best])
+    )
+    if best is not None:
         notes.append(f"{len(entries)} document(s); strongest evidence {best}.")
-        if best == REFERENCE:
+        if best == REFERENCE and not given_is_best:
             notes.append("Only reference-level evidence: related, not a confirmed answer.")
-    if deduplicated:
+    if given is not None:
         calls = sorted({d.first_call for d in deduplicated})
         notes.append(
             f"{len(deduplicated)} item(s) already given earlier in this session (call "
             f"{', '.join(map(str, calls))}); not repeated."
         )
+        if given_is_best:
+            notes.append(
+                f"The strongest evidence for this question ({given.judged}) is one of them: {given.heading} "
+                f"(call {given.first_call})."
+            )
     if budget.omitted or truncated:
         cut_note = []
         if budget.omitted:

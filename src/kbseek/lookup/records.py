@@ -92,7 +92,10 @@ def success_row(response: Any, duration_ms: float) -> dict[str, Any]:
             for e in answer.documents
         ],
         "evidence_status": answer.evidence_status,
-        "deduplicated": [{"path": d.path, "anchor": d.anchor, "first_call": d.first_call} for d in answer.deduplicated],
+        "deduplicated": [
+            {"path": d.path, "anchor": d.anchor, "first_call": d.first_call, "judged": d.judged}
+            for d in answer.deduplicated
+        ],
         "fallbacks": list(response.notes),
         "fallback_kinds": fallback_kinds(response.notes, response.filter.relaxed),
         "index_version": response.index_version,

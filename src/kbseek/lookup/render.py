@@ -85,6 +85,7 @@ def response_view(response: Any) -> dict[str, Any]:
                 "first_call": d.first_call,
                 "reason": d.reason,
                 "relevance": d.level,
+                "judged": d.judged,
             }
             for d in answer.deduplicated
         ],
@@ -141,7 +142,7 @@ def render_text(response: Any) -> str:
         lines += [f"  - {c['title']} — {c['source_path']}#{c['anchor']}" for c in answer.closest]
     for d in answer.deduplicated:
         where = f"{d.path}#{d.anchor}" if d.anchor else d.path
-        lines.append(f"[DEDUPED] {d.heading} — {where}: {d.reason}")
+        lines.append(f"[DEDUPED, {d.judged} for this question] {d.heading} — {where}: {d.reason}")
     return "\n".join(lines)
 
 

@@ -41,7 +41,8 @@ LOOKUP_DESCRIPTION = (
     "closest documents are named, but they are not evidence): say the knowledge base has no answer rather than "
     "guess.\n"
     "Pass the same session_id on every call of one diagnosis: evidence this session already received comes back "
-    "as short DEDUPED pointers instead of being repeated. To read a whole section an answer points to, use "
+    "as short DEDUPED pointers instead of being repeated, each with the level this question gave it (judged). "
+    "To read a whole section an answer points to, use "
     "get_document_section (or the section parameter). Narrow with category or frontmatter filters (see "
     "list_categories)."
 )

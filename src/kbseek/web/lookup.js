@@ -175,8 +175,10 @@ function fusedView(r) {
 
 function dedupView(r) {
   return h('section', {'aria-labelledby': 'dedup-h'}, h('h3', {id: 'dedup-h'}, t('lookup.dedup')),
-    r.deduplicated.length ? table([t('lookup.document'), t('lookup.section'), t('lookup.firstCall'), t('lookup.reason')],
-      r.deduplicated.map((d) => [d.source_path, d.heading || d.anchor || '–', String(d.first_call), d.reason])) :
+    r.deduplicated.length ? table([t('lookup.document'), t('lookup.section'), t('lookup.firstCall'), t('lookup.reason'),
+      t('lookup.level')],
+      r.deduplicated.map((d) => [d.source_path, d.heading || d.anchor || '–', String(d.first_call), d.reason,
+        badge(d.judged)])) :
       h('p', {class: 'muted'}, r.session_id ? t('lookup.noDedup') : t('lookup.noSession')));
 }
 
