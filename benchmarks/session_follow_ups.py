@@ -8,7 +8,7 @@ asked twice: alone, and as a follow-up in a session whose first call was the ear
 of B's documents (a diagnosis that stays on one runbook). For the follow-ups whose strongest piece alone was
 already given by A, it counts what the follow-up's answer says: its level (the strongest level of the new
 evidence), whether its pointer to that piece carries the level the question gave it (``judged``), whether its
-completeness sentence names it, and whether the golden judgments call that piece relevant. Prints Markdown.
+completeness sentence names it, its evidence status, and whether the golden judgments call that piece relevant. Prints Markdown.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def main() -> None:
             counts[f"follow-up level {follow.level}"] += 1
             counts["pointer keeps its level"] += pointer.judged == best[3]
             counts["completeness names it"] += f"({best[3]}) is one of them" in follow.completeness
+            counts[f"evidence status {follow.evidence_status}"] += 1
             counts["that piece judged relevant"] += judged_relevant(b, best[0], best[2])
     finally:
         kb.close()

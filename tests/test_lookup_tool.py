@@ -113,6 +113,7 @@ def test_a_follow_up_is_told_its_strongest_evidence_was_given_earlier(default_st
     best = next(p for e in alone.documents for p in e.pieces)
     assert best.level == "PRECISE" and (alone.documents[0].document.id, best.anchor) in given
     assert again.level == "REFERENCE" and "Only reference-level" not in again.completeness
+    assert alone.evidence_status == again.evidence_status == "complete"
     assert f"strongest evidence for this question (PRECISE) is one of them: {best.breadcrumb}" in again.completeness
     third = ask(default_stack_kb, follow_up, session_id="follow-up")
     assert "[DEDUPED, PRECISE for this question]" in render_text(third)

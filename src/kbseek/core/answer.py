@@ -317,9 +317,13 @@ def assemble(
     entries.sort(key=lambda e: LEVEL_ORDER[e.level])  # stable; an extra entry may outrank reference chunks
     levels = [e.level for e in entries]
     truncated = any(p.truncated for e in entries for p in e.pieces)
+    # reference-level evidence alone is partial, unless the question's strongest evidence was given earlier
+    reference_only = bool(levels) and strongest(levels) == REFERENCE
+    if reference_only and strongest_given(entries, list(deduplicated.values())) is not None:
+        reference_only = False
     if not entries and not deduplicated:
         evidence_status = "none"
-    elif budget.omitted or truncated or (levels and strongest(levels) == REFERENCE):
+    elif budget.omitted or truncated or reference_only:
         evidence_status = "partial"
     else:
         evidence_status = "complete"  # the per-document cap alone leaves it complete: see ``completeness``
@@ -337,6 +341,17 @@ def assemble(
 
 
 MAX_NAMED_ANCHORS = 3  # per capped document in the completeness sentence
+
+
+def strongest_given(entries: list[DocumentEvidence], deduplicated: list[Deduplicated]) -> Deduplicated | None:
+    """The piece given earlier in the session that is this question's strongest evidence: judged strong, and
+    stronger than all the evidence handed over now (``None`` when there is no such piece)."""
+    given = min(deduplicated, key=lambda d: LEVEL_ORDER[d.judged], default=None)
+    if given is None or given.judged == REFERENCE:
+        return None
+    if entries and LEVEL_ORDER[given.judged] >= LEVEL_ORDER[strongest([e.level for e in entries])]:
+        return None
+    return given
 
 
 def completeness(
@@ -370,27 +385,22 @@ def completeness(
         )
     notes = []
     best = strongest([e.level for e in entries]) if entries else None
-    given = min(deduplicated, key=lambda d: LEVEL_ORDER[d.judged], default=None)
-    given_is_best = (
-        given is not None
-        and given.judged != REFERENCE
-        and (best is None or LEVEL_ORDER[given.judged] < LEVEL_ORDER[best])
-    )
+    given = strongest_given(entries, deduplicated)
     if best is not None:
         notes.append(f"{len(entries)} document(s); strongest evidence {best}.")
-        if best == REFERENCE and not given_is_best:
+        if best == REFERENCE and given is None:
             notes.append("Only reference-level evidence: related, not a confirmed answer.")
-    if given is not None:
+    if deduplicated:
         calls = sorted({d.first_call for d in deduplicated})
         notes.append(
             f"{len(deduplicated)} item(s) already given earlier in this session (call "
             f"{', '.join(map(str, calls))}); not repeated."
         )
-        if given_is_best:
-            notes.append(
-                f"The strongest evidence for this question ({given.judged}) is one of them: {given.heading} "
-                f"(call {given.first_call})."
-            )
+    if given is not None:
+        notes.append(
+            f"The strongest evidence for this question ({given.judged}) is one of them: {given.heading} "
+            f"(call {given.first_call})."
+        )
     if budget.omitted or truncated:
         cut_note = []
         if budget.omitted:
