@@ -8,7 +8,8 @@ asked twice: alone, and as a follow-up in a session whose first call was the ear
 of B's documents (a diagnosis that stays on one runbook). For the follow-ups whose strongest piece alone was
 already given by A, it counts what the follow-up's answer says: its level (the strongest level of the new
 evidence), whether its pointer to that piece carries the level the question gave it (``judged``), whether its
-completeness sentence names it, its evidence status, and whether the golden judgments call that piece relevant. Prints Markdown.
+completeness sentence names it, its evidence status, and whether the golden judgments call that piece relevant.
+Prints Markdown.
 """
 
 from __future__ import annotations

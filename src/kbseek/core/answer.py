@@ -9,7 +9,7 @@ source: ~150 characters, for an L0 match whose content is given elsewhere or not
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kbseek.core.models import Chunk, DocumentCard
@@ -103,10 +103,11 @@ class Candidate:
 
 
 def join_chunks(chunks: tuple[Chunk, ...]) -> str:
-    """Consecutive chunks as one text, each overlap given once."""
+    """Chunks in document order as one text, each overlap given once, and text left out between two chunks
+    marked with an ellipsis line."""
     text, end = chunks[0].text, chunks[0].end
     for chunk in chunks[1:]:
-        text += chunk.text[end - chunk.start :] if chunk.start <= end else "\n\n" + chunk.text
+        text += chunk.text[end - chunk.start :] if chunk.start <= end else "\n\n…\n\n" + chunk.text
         end = max(end, chunk.end)
     return text
 
@@ -214,6 +215,33 @@ def reading_order(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: LEVEL_ORDER[c.level])  # stable: the fused rank within a level
 
 
+def by_section(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` in reading order with the hits of one section merged into its first (strongest): one piece
+    per section, its chunks in document order, so a table or a procedure split across chunks is never given as
+    two pieces, the later part first.
+
+    >>> def hit(i, index, anchor, lvl):
+    ...     chunk = Chunk(i, "d", index, 9, "", "", (), anchor, "", "", "", "", index, index + 1, 1, 1)
+    ...     return Candidate((chunk,), 1.0, {}, lvl)
+    >>> merged = by_section([hit("b", 1, "table", PRECISE), hit("x", 5, "other", REFERENCE),
+    ...                      hit("a", 0, "table", REFERENCE)])
+    >>> [([c.id for c in m.chunks], m.level) for m in merged]
+    [(['a', 'b'], 'PRECISE'), (['x'], 'REFERENCE')]
+    """
+    merged: list[Candidate] = []
+    where: dict[tuple[str, str], int] = {}
+    for cand in reading_order(candidates):
+        key = (cand.document_id, cand.chunks[0].anchor)
+        if key not in where:
+            where[key] = len(merged)
+            merged.append(cand)
+            continue
+        first = merged[where[key]]
+        chunks = {c.id: c for c in (*first.chunks, *cand.chunks)}
+        merged[where[key]] = replace(first, chunks=tuple(sorted(chunks.values(), key=lambda c: c.index)))
+    return merged
+
+
 def assemble(
     candidates: list[Candidate],
     documents: dict[str, DocumentCard],
@@ -234,7 +262,7 @@ def assemble(
     budget = Budget(budget_chars, per_document)
     grouped: dict[str, list[Piece]] = {}
     deduplicated: dict[str, Deduplicated] = {}
-    for cand in reading_order(candidates):
+    for cand in by_section(candidates):
         first = cand.chunks[0]
         doc = documents[cand.document_id]
         key = dedup_key(first, dedup_mode)
