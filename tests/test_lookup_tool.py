@@ -119,17 +119,6 @@ def test_a_follow_up_is_told_its_strongest_evidence_was_given_earlier(default_st
     assert "[DEDUPED, PRECISE for this question]" in render_text(third)
 
 
-
-def test_a_section_split_across_chunks_is_one_piece_in_document_order(default_stack_kb):
-    # two chunks of the status-code table both match: before, the table's later rows came as a piece ahead of its
-    # header row; now the section is one piece, its chunks in document order
-    answer = ask(default_stack_kb, "payment API returns 504 after exactly 3 seconds, what should I check").answer
-    sections = [(e.document.path, p.anchor) for e in answer.documents for p in e.pieces]
-    assert len(sections) == len(set(sections)), sections
-    table = next(p for e in answer.documents for p in e.pieces if p.heading_path[-1] == "状态码对照总表")
-    assert table.text.startswith("## 状态码对照总表") and "| 504 | Gateway Timeout |" in table.text
-    assert table.line_start < table.line_end
-
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思")
     answer = response.answer

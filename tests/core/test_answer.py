@@ -6,9 +6,12 @@ import pytest
 
 from kbseek.core.answer import (
     Candidate,
+    Deduplicated,
     DocumentEvidence,
     assemble,
+    by_section,
     metadata_only,
+    strongest_given,
 )
 from kbseek.core.models import Chunk, DocumentCard
 from kbseek.core.relevance import (
@@ -159,3 +162,50 @@ def test_nothing_limited_says_so():
     assert answer.evidence_status == "complete" and answer.omitted == 0
     assert "Nothing was held back by the budget or the per-document cap." in answer.completeness
     assert "budget (" not in answer.completeness and "not shown" not in answer.completeness
+
+
+def table_rows() -> list[Candidate]:
+    """A section split across three chunks (its header row first), hit out of document order, and another section."""
+    header = chunk("t", 0, "## Table\n| code | cause |\n" + "| 502 | upstream closed |\n" * 8, "table", start=0)
+    rows = chunk("t", 1, "| 504 | upstream slow |\n" * 10, "table", start=len(header.text))
+    far = chunk("t", 5, "| 429 | rate limited |\n" * 10, "table", start=5000)
+    other = chunk("t", 7, "## Other\n" + "more text. " * 20, "other", start=8000)
+    return [cand(rows, PRECISE, 0.9), cand(other, REFERENCE, 0.8), cand(header, PRECISE, 0.7), cand(far, PRECISE, 0.6)]
+
+
+def test_hits_of_one_section_are_one_piece_in_document_order():
+    merged = by_section(table_rows(), limit=5)
+    answer = assemble(merged, {"t": info("t")}, seen={}, budget_chars=100_000)
+    pieces = answer.documents[0].pieces
+    assert [p.anchor for p in pieces] == ["table", "other"]
+    table = pieces[0]
+    assert table.chunk_ids == ("t-0", "t-1", "t-5") and table.level == PRECISE
+    assert table.text.startswith("## Table") and table.text.index("| 504 |") < table.text.index("| 429 |")
+    assert "\n\n…\n\n| 429 |" in table.text  # the rows between chunks 1 and 5 are not given, and it says so
+    assert (table.line_start, table.line_end) == (1, 55)
+
+
+def test_top_k_counts_sections_and_levels_stay_apart():
+    rows, other, header, far = table_rows()
+    assert [len(c.chunks) for c in by_section([rows, other, header, far], limit=1)] == [1]  # stops at the limit
+    weak_header = Candidate(header.chunks, header.score, {}, REFERENCE)
+    merged = by_section([rows, weak_header], limit=5)
+    assert [(len(c.chunks), c.level) for c in merged] == [(1, PRECISE), (1, REFERENCE)]
+
+
+def test_a_merged_section_that_does_not_fit_gives_its_best_hit():
+    rows, _, header, _ = table_rows()
+    merged = by_section([rows, header], limit=5)
+    whole = len(header.chunks[0].text) + len(rows.chunks[0].text)
+    answer = assemble(merged, {"t": info("t")}, seen={}, budget_chars=whole - 50)
+    (piece,) = answer.documents[0].pieces
+    assert piece.chunk_ids == ("t-1",) and piece.text.startswith("| 504 |") and not piece.truncated
+
+
+def test_the_strongest_evidence_given_earlier_is_a_section_not_a_document():
+    section = Deduplicated("t", "ops/t.md", "T", "table", "T > table", 1, "given", PRECISE)
+    document = Deduplicated("t", "ops/t.md", "T", None, "T", 1, "given", PRECISE)
+    assert strongest_given([], [document]) is None  # dedup by document: this section may never have been given
+    assert strongest_given([], [document, section]) is section
+    new = DocumentEvidence(info("u"), "chunks", PRECISE)
+    assert strongest_given([new], [section]) is None  # the new evidence is as strong

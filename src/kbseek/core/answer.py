@@ -35,7 +35,8 @@ _HEADING = re.compile(r"^\s{0,3}(#{1,6}\s|=+\s*$|-+\s*$)")
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """One or more consecutive chunks of a document, given as evidence."""
+    """One or more chunks of one section of a document, in document order, given as evidence (text left out
+    between two of them is marked with an ellipsis line, and the line range spans it)."""
 
     chunk_ids: tuple[str, ...]
     breadcrumb: str
@@ -96,6 +97,7 @@ class Candidate:
     score: float
     lanes: dict[str, LaneScore]
     level: str
+    hit: tuple[Chunk, ...] = ()  # when hits of its section were merged into it: its own chunks, kept if all won't fit
 
     @property
     def document_id(self) -> str:
@@ -215,30 +217,34 @@ def reading_order(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: LEVEL_ORDER[c.level])  # stable: the fused rank within a level
 
 
-def by_section(candidates: list[Candidate]) -> list[Candidate]:
-    """``candidates`` in reading order with the hits of one section merged into its first (strongest): one piece
-    per section, its chunks in document order, so a table or a procedure split across chunks is never given as
-    two pieces, the later part first.
+def by_section(candidates: list[Candidate], limit: int) -> list[Candidate]:
+    """The best ``candidates`` (fused order) up to ``limit`` sections, the hits of one section at one level merged
+    into its best: so a table or a procedure split across chunks comes as one piece, in document order, not as two
+    with the later part first. Hits of one section at different levels stay apart (the reading order and the
+    budget go strongest first).
 
     >>> def hit(i, index, anchor, lvl):
     ...     chunk = Chunk(i, "d", index, 9, "", "", (), anchor, "", "", "", "", index, index + 1, 1, 1)
     ...     return Candidate((chunk,), 1.0, {}, lvl)
     >>> merged = by_section([hit("b", 1, "table", PRECISE), hit("x", 5, "other", REFERENCE),
-    ...                      hit("a", 0, "table", REFERENCE)])
-    >>> [([c.id for c in m.chunks], m.level) for m in merged]
-    [(['a', 'b'], 'PRECISE'), (['x'], 'REFERENCE')]
+    ...                      hit("a", 0, "table", PRECISE), hit("c", 2, "table", REFERENCE)], limit=2)
+    >>> [([c.id for c in m.chunks], [c.id for c in m.hit], m.level) for m in merged]
+    [(['a', 'b'], ['b'], 'PRECISE'), (['x'], [], 'REFERENCE')]
     """
     merged: list[Candidate] = []
-    where: dict[tuple[str, str], int] = {}
-    for cand in reading_order(candidates):
-        key = (cand.document_id, cand.chunks[0].anchor)
+    where: dict[tuple[str, str, str], int] = {}
+    for cand in candidates:
+        key = (cand.document_id, cand.chunks[0].anchor, cand.level)
         if key not in where:
+            if len(merged) == limit:
+                break
             where[key] = len(merged)
             merged.append(cand)
             continue
-        first = merged[where[key]]
-        chunks = {c.id: c for c in (*first.chunks, *cand.chunks)}
-        merged[where[key]] = replace(first, chunks=tuple(sorted(chunks.values(), key=lambda c: c.index)))
+        best = merged[where[key]]
+        chunks = {c.id: c for c in (*best.chunks, *cand.chunks)}
+        ordered = tuple(sorted(chunks.values(), key=lambda c: c.index))
+        merged[where[key]] = replace(best, chunks=ordered, hit=best.hit or best.chunks)
     return merged
 
 
@@ -262,7 +268,7 @@ def assemble(
     budget = Budget(budget_chars, per_document)
     grouped: dict[str, list[Piece]] = {}
     deduplicated: dict[str, Deduplicated] = {}
-    for cand in by_section(candidates):
+    for cand in reading_order(candidates):
         first = cand.chunks[0]
         doc = documents[cand.document_id]
         key = dedup_key(first, dedup_mode)
@@ -285,20 +291,22 @@ def assemble(
         if len(pieces) >= per_document:
             budget.cap(doc.path, first.anchor)
             continue
-        taken = budget.take(join_chunks(cand.chunks))
+        chunks = cand.chunks
+        if cand.hit and len(join_chunks(chunks)) > budget.limit - budget.used:
+            chunks = cand.hit  # a merged section that does not fit: its best hit, not the start of the section
+        taken = budget.take(join_chunks(chunks))
         if taken is None:
             if not pieces:
                 del grouped[doc.id]
             continue
-        last = cand.chunks[-1]
         pieces.append(
             Piece(
-                tuple(c.id for c in cand.chunks),
+                tuple(c.id for c in chunks),
                 first.breadcrumb,
                 first.anchor,
                 first.heading_path,
-                first.line_start,
-                last.line_end,
+                chunks[0].line_start,
+                chunks[-1].line_end,
                 taken[0],
                 cand.score,
                 cand.lanes,
@@ -374,7 +382,8 @@ MAX_NAMED_ANCHORS = 3  # per capped document in the completeness sentence
 def strongest_given(entries: list[DocumentEvidence], deduplicated: list[Deduplicated]) -> Deduplicated | None:
     """The piece given earlier in the session that is this question's strongest evidence: judged strong, and
     stronger than all the evidence handed over now (``None`` when there is no such piece)."""
-    given = min(deduplicated, key=lambda d: LEVEL_ORDER[d.judged], default=None)
+    # a document-level pointer (dedup by document, a compact summary) does not say this section was given
+    given = min((d for d in deduplicated if d.anchor is not None), key=lambda d: LEVEL_ORDER[d.judged], default=None)
     if given is None or given.judged == REFERENCE:
         return None
     if entries and LEVEL_ORDER[given.judged] >= LEVEL_ORDER[strongest([e.level for e in entries])]:

@@ -22,6 +22,7 @@ from kbseek.core.answer import (
     Candidate,
     DocumentEvidence,
     assemble,
+    by_section,
     compact_summary,
     dedup_key,
     join_chunks,
@@ -241,13 +242,17 @@ def place(
     only: frozenset[str] | None,
 ) -> Placement:
     """A named section replaces the recall; ``legacy`` applies its decision matrix; otherwise the best
-    ``top_k`` hits, grown as ``expand`` asks, and strong L0 matches without a piece named metadata-only."""
+    ``top_k`` sections (``core.answer.by_section``), or the best ``top_k`` hits grown as ``expand`` asks, and strong
+    L0 matches without a piece named metadata-only."""
     if request.section:
         return Placement(section_candidates(indexes, request.section, candidates))
     hint = _within(hint, request.category, only)
     if policy == "legacy":
         return legacy_matrix(indexes, hint, candidates)
-    grown = expanded(indexes, candidates[: request.top_k], request.expand)
+    if request.expand == "none":
+        grown = by_section(candidates, request.top_k)
+    else:
+        grown = expanded(indexes, candidates[: request.top_k], request.expand)
     return Placement(grown, _unplaced_l0_matches(indexes, hint, grown, only))
 
 
