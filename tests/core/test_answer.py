@@ -200,6 +200,23 @@ def test_a_merged_section_that_does_not_fit_gives_its_best_hit():
     answer = assemble(merged, {"t": info("t")}, seen={}, budget_chars=whole - 50)
     (piece,) = answer.documents[0].pieces
     assert piece.chunk_ids == ("t-1",) and piece.text.startswith("| 504 |") and not piece.truncated
+    assert answer.evidence_status == "partial" and answer.omitted == 1  # the header row was left out, and it says so
+    assert "left out" in answer.completeness
+
+
+def test_a_follow_up_whose_strongest_section_was_given_reads_complete_and_names_it():
+    given, new = chunk("g", 0, "the answer. " * 30, "fix"), chunk("n", 0, "related text. " * 30, "other")
+    documents = {"g": info("g"), "n": info("n")}
+    candidates = [cand(given, PRECISE), cand(new, REFERENCE)]
+    by_section_key = assemble(candidates, documents, seen={"g#fix": 1}, budget_chars=100_000)
+    assert [d.judged for d in by_section_key.deduplicated] == [PRECISE]
+    assert by_section_key.level == REFERENCE and by_section_key.evidence_status == "complete"
+    assert (
+        "strongest evidence for this question (PRECISE) is one of them: G > fix (call 1)" in by_section_key.completeness
+    )
+    by_document = assemble(candidates, documents, seen={"g": 1}, dedup_mode="document", budget_chars=100_000)
+    assert by_document.deduplicated and by_document.evidence_status == "partial"
+    assert "Only reference-level evidence" in by_document.completeness
 
 
 def test_the_strongest_evidence_given_earlier_is_a_section_not_a_document():

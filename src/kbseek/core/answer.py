@@ -97,7 +97,8 @@ class Candidate:
     score: float
     lanes: dict[str, LaneScore]
     level: str
-    hit: tuple[Chunk, ...] = ()  # when hits of its section were merged into it: its own chunks, kept if all won't fit
+    # when hits of its section were merged into it: each hit's own chunks, best first (what fits, if all won't)
+    hits: tuple[tuple[Chunk, ...], ...] = ()
 
     @property
     def document_id(self) -> str:
@@ -217,6 +218,29 @@ def reading_order(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: LEVEL_ORDER[c.level])  # stable: the fused rank within a level
 
 
+def fitting(cand: Candidate, room: int) -> tuple[Chunk, ...]:
+    """The chunks of ``cand`` to give within ``room`` characters: all of them when they fit; for a merged section
+    that does not, its hits best first while they fit (the best always, cut to the budget if it must be), in
+    document order; so the budget never keeps the start of a section in place of the hit that matched.
+
+    >>> def hit(i, index, size):
+    ...     return (Chunk(i, "d", index, 9, "", "", (), "s", "", "", "x" * size, "", index * 1000, index * 1000 + size,
+    ...                   1, 1),)
+    >>> section = Candidate((*hit("a", 0, 300), *hit("b", 1, 300), *hit("c", 2, 300)), 1.0, {}, PRECISE,
+    ...                     hits=(hit("c", 2, 300), hit("a", 0, 300), hit("b", 1, 300)))
+    >>> [[c.id for c in fitting(section, room)] for room in (5000, 700, 10)]
+    [['a', 'b', 'c'], ['a', 'c'], ['c']]
+    """
+    if not cand.hits or len(join_chunks(cand.chunks)) <= room:
+        return cand.chunks
+    chosen: dict[str, Chunk] = {}
+    for hit in cand.hits:
+        trial = {**chosen, **{c.id: c for c in hit}}
+        if not chosen or len(join_chunks(tuple(sorted(trial.values(), key=lambda c: c.index)))) <= room:
+            chosen = trial
+    return tuple(sorted(chosen.values(), key=lambda c: c.index))
+
+
 def by_section(candidates: list[Candidate], limit: int) -> list[Candidate]:
     """The best ``candidates`` (fused order) up to ``limit`` sections, the hits of one section at one level merged
     into its best: so a table or a procedure split across chunks comes as one piece, in document order, not as two
@@ -228,8 +252,11 @@ def by_section(candidates: list[Candidate], limit: int) -> list[Candidate]:
     ...     return Candidate((chunk,), 1.0, {}, lvl)
     >>> merged = by_section([hit("b", 1, "table", PRECISE), hit("x", 5, "other", REFERENCE),
     ...                      hit("a", 0, "table", PRECISE), hit("c", 2, "table", REFERENCE)], limit=2)
-    >>> [([c.id for c in m.chunks], [c.id for c in m.hit], m.level) for m in merged]
-    [(['a', 'b'], ['b'], 'PRECISE'), (['x'], [], 'REFERENCE')]
+    >>> [([c.id for c in m.chunks], len(m.hits), m.level) for m in merged]
+    [(['a', 'b'], 2, 'PRECISE'), (['x'], 0, 'REFERENCE')]
+
+    The walk stops at the first hit of a section past ``limit``, so a larger ``limit`` can also merge more hits
+    into the sections already taken.
     """
     merged: list[Candidate] = []
     where: dict[tuple[str, str, str], int] = {}
@@ -244,7 +271,7 @@ def by_section(candidates: list[Candidate], limit: int) -> list[Candidate]:
         best = merged[where[key]]
         chunks = {c.id: c for c in (*best.chunks, *cand.chunks)}
         ordered = tuple(sorted(chunks.values(), key=lambda c: c.index))
-        merged[where[key]] = replace(best, chunks=ordered, hit=best.hit or best.chunks)
+        merged[where[key]] = replace(best, chunks=ordered, hits=(*(best.hits or (best.chunks,)), cand.chunks))
     return merged
 
 
@@ -291,9 +318,9 @@ def assemble(
         if len(pieces) >= per_document:
             budget.cap(doc.path, first.anchor)
             continue
-        chunks = cand.chunks
-        if cand.hit and len(join_chunks(chunks)) > budget.limit - budget.used:
-            chunks = cand.hit  # a merged section that does not fit: its best hit, not the start of the section
+        chunks = fitting(cand, budget.limit - budget.used)
+        if len(chunks) < len(cand.chunks):
+            budget.omitted += 1  # the section's other hits, left out for the budget
         taken = budget.take(join_chunks(chunks))
         if taken is None:
             if not pieces:
