@@ -174,7 +174,7 @@ def table_rows() -> list[Candidate]:
 
 
 def test_hits_of_one_section_are_one_piece_in_document_order():
-    merged = by_section(table_rows(), limit=5)
+    merged = by_section(table_rows())
     answer = assemble(merged, {"t": info("t")}, seen={}, budget_chars=100_000)
     pieces = answer.documents[0].pieces
     assert [p.anchor for p in pieces] == ["table", "other"]
@@ -185,17 +185,16 @@ def test_hits_of_one_section_are_one_piece_in_document_order():
     assert (table.line_start, table.line_end) == (1, 55)
 
 
-def test_top_k_counts_sections_and_levels_stay_apart():
-    rows, other, header, far = table_rows()
-    assert [len(c.chunks) for c in by_section([rows, other, header, far], limit=1)] == [1]  # stops at the limit
+def test_hits_of_one_section_at_different_levels_stay_apart():
+    rows, _, header, _ = table_rows()
     weak_header = Candidate(header.chunks, header.score, {}, REFERENCE)
-    merged = by_section([rows, weak_header], limit=5)
+    merged = by_section([rows, weak_header])
     assert [(len(c.chunks), c.level) for c in merged] == [(1, PRECISE), (1, REFERENCE)]
 
 
 def test_a_merged_section_that_does_not_fit_gives_its_best_hit():
     rows, _, header, _ = table_rows()
-    merged = by_section([rows, header], limit=5)
+    merged = by_section([rows, header])
     whole = len(header.chunks[0].text) + len(rows.chunks[0].text)
     answer = assemble(merged, {"t": info("t")}, seen={}, budget_chars=whole - 50)
     (piece,) = answer.documents[0].pieces

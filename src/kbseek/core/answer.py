@@ -241,30 +241,24 @@ def fitting(cand: Candidate, room: int) -> tuple[Chunk, ...]:
     return tuple(sorted(chosen.values(), key=lambda c: c.index))
 
 
-def by_section(candidates: list[Candidate], limit: int) -> list[Candidate]:
-    """The best ``candidates`` (fused order) up to ``limit`` sections, the hits of one section at one level merged
-    into its best: so a table or a procedure split across chunks comes as one piece, in document order, not as two
-    with the later part first. Hits of one section at different levels stay apart (the reading order and the
-    budget go strongest first).
+def by_section(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` (fused order) with the hits of one section at one level merged into its best: so a table or a
+    procedure hit in two places comes as one piece, in document order, not as two with the later part first. Hits
+    of one section at different levels stay apart (the reading order and the budget go strongest first).
 
     >>> def hit(i, index, anchor, lvl):
     ...     chunk = Chunk(i, "d", index, 9, "", "", (), anchor, "", "", "", "", index, index + 1, 1, 1)
     ...     return Candidate((chunk,), 1.0, {}, lvl)
     >>> merged = by_section([hit("b", 1, "table", PRECISE), hit("x", 5, "other", REFERENCE),
-    ...                      hit("a", 0, "table", PRECISE), hit("c", 2, "table", REFERENCE)], limit=2)
+    ...                      hit("a", 0, "table", PRECISE), hit("c", 2, "table", REFERENCE)])
     >>> [([c.id for c in m.chunks], len(m.hits), m.level) for m in merged]
-    [(['a', 'b'], 2, 'PRECISE'), (['x'], 0, 'REFERENCE')]
-
-    The walk stops at the first hit of a section past ``limit``, so a larger ``limit`` can also merge more hits
-    into the sections already taken.
+    [(['a', 'b'], 2, 'PRECISE'), (['x'], 0, 'REFERENCE'), (['c'], 0, 'REFERENCE')]
     """
     merged: list[Candidate] = []
     where: dict[tuple[str, str, str], int] = {}
     for cand in candidates:
         key = (cand.document_id, cand.chunks[0].anchor, cand.level)
         if key not in where:
-            if len(merged) == limit:
-                break
             where[key] = len(merged)
             merged.append(cand)
             continue

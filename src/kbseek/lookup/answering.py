@@ -241,16 +241,16 @@ def place(
     hint: KeywordHint,
     only: frozenset[str] | None,
 ) -> Placement:
-    """A named section replaces the recall; ``legacy`` applies its decision matrix; otherwise the best
-    ``top_k`` sections (``core.answer.by_section``), or the best ``top_k`` hits grown as ``expand`` asks, and strong
-    L0 matches without a piece named metadata-only."""
+    """A named section replaces the recall; ``legacy`` applies its decision matrix; otherwise the best ``top_k``
+    hits, those of one section at one level joined (``core.answer.by_section``) or each grown as ``expand`` asks,
+    and strong L0 matches without a piece named metadata-only."""
     if request.section:
         return Placement(section_candidates(indexes, request.section, candidates))
     hint = _within(hint, request.category, only)
     if policy == "legacy":
         return legacy_matrix(indexes, hint, candidates)
-    if request.expand == "none":
-        grown = by_section(candidates, request.top_k)
+    if request.expand == "none":  # the best top_k hits, a section's hits at one level as one piece
+        grown = by_section(candidates[: request.top_k])
     else:
         grown = expanded(indexes, candidates[: request.top_k], request.expand)
     return Placement(grown, _unplaced_l0_matches(indexes, hint, grown, only))
