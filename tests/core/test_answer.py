@@ -11,8 +11,8 @@ from kbseek.core.answer import (
     assemble,
     by_section,
     metadata_only,
-    strongest_given,
 )
+from kbseek.core.completeness import strongest_given
 from kbseek.core.models import Chunk, DocumentCard
 from kbseek.core.relevance import (
     HIGHLY_RELEVANT,
