@@ -236,6 +236,18 @@ def test_session_dedup_by_section_then_by_document(example_kb):
     assert all(d.anchor is None for d in again.answer.deduplicated)
 
 
+def test_a_piece_the_budget_cut_comes_in_full_when_asked_again_with_more(example_kb):
+    # the answer says "ask with a larger budget_chars for the full text": within a session that must not come back
+    # as a pointer to the part already given
+    cut = ask(example_kb, "jmap 内存泄漏", session_id="cut-1", budget_chars=300).answer
+    shortened = {(e.document.id, p.anchor) for e in cut.documents for p in e.pieces if p.truncated}
+    assert shortened and cut.evidence_status == "partial" and "budget_chars" in cut.completeness
+    full = ask(example_kb, "jmap 内存泄漏", session_id="cut-1", budget_chars=20_000).answer
+    given_again = {(e.document.id, p.anchor) for e in full.documents for p in e.pieces if not p.truncated}
+    assert shortened <= given_again
+    assert not shortened & {(d.document_id, d.anchor) for d in full.deduplicated}
+
+
 def test_section_by_anchor_and_by_heading_path(example_kb):
     by_anchor = ask(example_kb, "ERR_TIMEOUT", section="api/payment-errors.md#err_timeout")
     (entry,) = by_anchor.answer.documents

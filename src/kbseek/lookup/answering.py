@@ -407,11 +407,13 @@ def _closest(hits: list[Hit]) -> tuple[dict[str, Any], ...]:
 
 def given(indexes: Indexes, answer: Answer, dedup: str) -> list[tuple[str, str, str | None]]:
     """What the answer gave, as ``(dedup key, document id, anchor)``: each piece by its dedup key, and a compact
-    summary by its document."""
+    summary by its document. A piece the budget shortened is not remembered: the answer tells the agent to ask again
+    with a larger budget, and the section must then come in full, not as a pointer to the part it has."""
     out = [
         (dedup_key(indexes.chunks[p.chunk_ids[0]], dedup), e.document.id, None if dedup == "document" else p.anchor)
         for e in answer.documents
         for p in e.pieces
+        if not p.truncated
     ]
     out += [(e.document.id, e.document.id, None) for e in answer.documents if e.form == "compact_summary"]
     return out
