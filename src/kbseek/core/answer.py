@@ -314,8 +314,6 @@ def assemble(
             budget.cap(doc.path, first.anchor)
             continue
         chunks = fitting(cand, budget.limit - budget.used)
-        if len(chunks) < len(cand.chunks):
-            budget.omitted += 1  # the section's other hits, left out for the budget
         taken = budget.take(join_chunks(chunks))
         if taken is None:
             if not pieces:
@@ -333,7 +331,9 @@ def assemble(
                 cand.score,
                 cand.lanes,
                 cand.level,
-                taken[1],
+                # a section whose other hits the budget left out is shortened too: it is not remembered as given,
+                # so asking again with a larger budget brings the whole of it
+                taken[1] or len(chunks) < len(cand.chunks),
             )
         )
     entries = [
