@@ -13,6 +13,7 @@ from support import EXAMPLES, ROOT, doc, write
 from kbseek.errors import InvalidRequest, NotFoundError
 from kbseek.lookup import LookupRequest, LookupResponse
 from kbseek.lookup.render import legacy_view, render_text, response_view
+from kbseek.observability.trace_summary import LEVEL_WEIGHT, evidence_score, summarize
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -121,6 +122,10 @@ def test_a_follow_up_is_told_its_strongest_evidence_was_given_earlier(default_st
     assert f"strongest evidence for this question (PRECISE) is one of them: {best.breadcrumb}" in again.completeness
     third = ask(default_stack_kb, follow_up, session_id="follow-up")
     assert "[DEDUPED, PRECISE for this question]" in render_text(third)
+    # the session's evidence score counts the follow-up by the evidence it pointed to, not as reference-only
+    calls = summarize(default_stack_kb.trace("follow-up"))["queries"]
+    assert [q["strong_given"] for q in calls[:2]] == [False, True] and calls[1]["relevance"] == "REFERENCE"
+    assert evidence_score(calls[1:2]) == LEVEL_WEIGHT["DEDUPED"]
 
 
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):

@@ -11,9 +11,12 @@ from typing import Any
 
 DEFAULT_LIMIT = 2000
 # The evidence score of a session: the mean over its calls of level weight × evidence-status factor, in [0, 1].
-# A DEDUPED answer pointed back at evidence already given, so it keeps the weight of that evidence's kind (0.8).
+# A DEDUPED answer pointed back at evidence already given, so it keeps the weight of that evidence's kind (0.8);
+# so does a call whose strongest evidence for its own question is a section given earlier (a pointer it judged
+# PRECISE or HIGHLY_RELEVANT), whatever the level of the new pieces beside it.
 LEVEL_WEIGHT = {"PRECISE": 1.0, "HIGHLY_RELEVANT": 0.8, "DEDUPED": 0.8, "REFERENCE": 0.4}
 STATUS_FACTOR = {"complete": 1.0, "partial": 0.7}
+STRONG_JUDGED = ("PRECISE", "HIGHLY_RELEVANT")
 
 
 def evidence_score(queries: list[dict[str, Any]]) -> float:
@@ -23,10 +26,16 @@ def evidence_score(queries: list[dict[str, Any]]) -> float:
     >>> evidence_score([{"relevance": "PRECISE", "evidence_status": "complete"},
     ...                 {"relevance": "REFERENCE", "evidence_status": "partial"}])
     0.64
+    >>> evidence_score([{"relevance": "REFERENCE", "evidence_status": "complete", "strong_given": True}])
+    0.8
     """
     if not queries:
         return 0.0
-    total = sum(LEVEL_WEIGHT.get(q["relevance"], 0.0) * STATUS_FACTOR.get(q["evidence_status"], 0.0) for q in queries)
+    total = sum(
+        max(LEVEL_WEIGHT.get(q["relevance"], 0.0), LEVEL_WEIGHT["DEDUPED"] if q.get("strong_given") else 0.0)
+        * STATUS_FACTOR.get(q["evidence_status"], 0.0)
+        for q in queries
+    )
     return round(total / len(queries), 4)
 
 
@@ -47,6 +56,12 @@ def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str,
                 "evidence_status": status,
                 "sources": sorted({e["path"] for e in call["evidence"]}),
                 "repeated": asked[key] > 1,
+                # a section given earlier that this question judged strong evidence (a pointer to a whole document
+                # never counts: that section itself may never have been given)
+                "strong_given": any(
+                    d.get("anchor") is not None and d.get("judged") in STRONG_JUDGED
+                    for d in call.get("deduplicated", [])
+                ),
             }
         )
     summary = {
