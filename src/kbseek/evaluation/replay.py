@@ -6,7 +6,9 @@ to the depth a live recall fetches and fused by the live fusion, then the tool's
 assembly) under the configuration being tried. So a replay gives the live answer on the same candidates by
 construction. A fixture names the index version (database change counter + analyser rules and dictionary) and the
 embedding model it came from; replaying it against a knowledge base at another version is refused (record again).
-Lanes are recorded ``RECORD_DEPTH`` deep, the depth ``lookup_knowledge`` recalls at ``top_k`` 50.
+Lanes are recorded ``RECORD_DEPTH`` deep, the depth ``lookup_knowledge`` recalls at ``top_k`` 50. The section
+lane, which reads only the BM25 and dense candidates and the index, is run again by today's code rather than read
+from the recording, so a change to the purposes a question or a section declares replays too.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kbseek.observability.logs import current_request_id
 from kbseek.ports import VectorHit
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
+from kbseek.retrieval.lanes import LaneQuery, LaneResult, section_lane
 from kbseek.service import KnowledgeBase
 
 FORMAT = 1
@@ -152,6 +155,12 @@ class FixtureRecall:
                 lanes[lane], raw[lane] = retrieval.dense_lane(self.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
+        if config.fusion.weights.get("section", 0) > 0:  # a lane over the other lanes' candidates: run by today's
+            ids, scores = self._section_lane(cleaned, lanes, raw, lane_depth)  # code, not as recorded
+            if ids:
+                lanes["section"], raw["section"] = ids, scores
+            else:
+                lanes.pop("section", None), raw.pop("section", None)
         fusion, _ = retrieval.language_weighted(self.indexes, cleaned, raw.get("dense"), config.fusion, pasted=pasted)
         hits = (
             retrieval.ranked_fusion(self.indexes, cleaned, lanes, raw, fusion, policy, self.embedder_id, top_k)
@@ -170,6 +179,16 @@ class FixtureRecall:
             reference_similarity=case["reference_similarity"],
             candidates={lane: [(c, s) for c, s in found] for lane, found in case["candidates"].items()},
         )
+
+    def _section_lane(
+        self, cleaned: str, lanes: dict[str, list[str]], raw: dict[str, dict[str, float]], depth: int
+    ) -> tuple[list[str], dict[str, float]]:
+        """The section lane run again over the recorded BM25 and dense candidates: it reads only those and the
+        index, so a change to it (or to the purposes it reads) replays without recording again."""
+        earlier = [LaneResult(name, lanes[name], raw[name]) for name in ("bm25", "dense") if name in lanes]
+        query = LaneQuery(cleaned, [], "hybrid", depth, None, None, None, None, earlier=earlier)
+        result = section_lane(self.indexes, query)
+        return (result.ids, result.scores) if result is not None else ([], {})
 
 
 def _hint(view: dict[str, Any], query: str) -> KeywordHint:
