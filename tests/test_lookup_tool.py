@@ -14,6 +14,7 @@ from kbseek.errors import InvalidRequest, NotFoundError
 from kbseek.lookup import LookupRequest, LookupResponse
 from kbseek.lookup.render import legacy_view, render_text, response_view
 from kbseek.observability.trace_summary import LEVEL_WEIGHT, evidence_score, summarize
+from kbseek.retrieval.lanes import LaneQuery, dense_text
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -126,6 +127,41 @@ def test_a_follow_up_is_told_its_strongest_evidence_was_given_earlier(default_st
     calls = summarize(default_stack_kb.trace("follow-up"))["queries"]
     assert [q["strong_given"] for q in calls[:2]] == [False, True] and calls[1]["relevance"] == "REFERENCE"
     assert evidence_score(calls[1:2]) == LEVEL_WEIGHT["DEDUPED"]
+
+
+def test_an_english_question_over_chinese_runbooks_is_embedded_with_their_words(default_stack_kb):
+    # e5 places an English question further from the Chinese section that answers it than two texts in one language,
+    # and the gate refused this one; with the Chinese terms of the lexicon groups it names beside it, it is answered
+    question = "How do I roll back a bad canary release?"
+    response = ask(default_stack_kb, question)
+    assert "the dense lane also read the knowledge base's words for the question's terms: 回滚, 回退" in response.notes
+    assert response.answer.status == "answer", response.answer.completeness
+    assert paths(response)[0] == "domain/release-and-rollback.md"
+
+    indexes = default_stack_kb.indexes
+
+    def lane_query(text: str, *, terms: int = 2, pasted: bool = False) -> LaneQuery:
+        return LaneQuery(
+            text,
+            indexes.analyzer.tokens(text),
+            "hybrid",
+            50,
+            None,
+            None,
+            None,
+            None,
+            pasted=pasted,
+            cross_language_terms=terms,
+        )
+
+    assert dense_text(indexes, lane_query(question)) == (f"{question}\n回滚 回退", ["回滚", "回退"])
+    # not a Chinese question, not a pasted line, not when turned off
+    for query in (
+        lane_query("灰度发布出问题了怎么回滚 rollback"),
+        lane_query(question, pasted=True),
+        lane_query(question, terms=0),
+    ):
+        assert dense_text(indexes, query) == (query.query, [])
 
 
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):

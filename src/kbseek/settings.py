@@ -225,6 +225,13 @@ class Settings(BaseSettings):
         description="BM25: the words of the same meaning a lexicon group adds (bundled operations lexicon and "
         "synonyms_file) share this weight of a query word (each weight / sqrt(n)); 0: off",
     )
+    cross_language_terms: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Dense lane: an English question over Chinese documents also embeds this many Chinese terms of "
+        "each lexicon group it names (rollback: 回滚, 回退); 0: off",
+    )
     learned_ranker: bool = Field(default=False, description="Each document's sections in the fitted ranker's order")
     context_share: float = Field(  # sections of context: overview, related alerts, references
         default=0.5, ge=0, le=1, description="Share of its fused score an unasked context section keeps in its document"

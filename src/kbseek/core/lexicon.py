@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kbseek.core.analysis import contains_term, normalize
+from kbseek.core.clauses import cjk_share
 
 BUNDLED = Path(__file__).with_name("lexicons") / "ops-terms.txt"
 
@@ -46,11 +47,7 @@ class Lexicon:
         present = set(tokens)
         added: dict[str, float] = {}
         for group in self._groups:
-            named = [
-                i
-                for i, (text, analysed) in enumerate(group)
-                if analysed and (contains_term(folded, text) or (len(analysed) > 1 and present.issuperset(analysed)))
-            ]
+            named = _named(group, folded, present)
             if not named:
                 continue
             # in the group's order: BM25 sums its terms' float32 scores in this order, and a set's order changes with
@@ -64,3 +61,31 @@ class Lexicon:
             for token in new:
                 added[token] = max(added.get(token, 0.0), round(share, 4))
         return added
+
+    def translations(self, query: str, tokens: Sequence[str], *, chinese: bool, per_group: int) -> list[str]:
+        """The terms of the groups the query names that are written in the other script (Chinese when ``chinese``,
+        else Latin letters), at most ``per_group`` of each group in its order, none the query holds already.
+
+        >>> lex = Lexicon([("回滚", "回退", "撤回", "rollback", "roll back")], lambda s: s.lower().split())
+        >>> lex.translations("How do I roll back a release?", ["how", "roll", "back", "release"], chinese=True,
+        ...                  per_group=2)
+        ['回滚', '回退']
+        """
+        folded = normalize(query)
+        present = set(tokens)
+        out: dict[str, None] = {}
+        for group in self._groups:
+            if per_group > 0 and _named(group, folded, present):
+                other = [text for text, _ in group if (cjk_share(text) > 0.5) == chinese and text not in folded]
+                out.update(dict.fromkeys(other[:per_group]))
+        return list(out)
+
+
+def _named(group: list[tuple[str, tuple[str, ...]]], folded: str, present: set[str]) -> list[int]:
+    """Which terms of ``group`` a query names: its text is in the (normalised) query, Chinese anywhere and
+    identifiers on their boundaries, or, for a term of several words, all its tokens are among the query's."""
+    return [
+        i
+        for i, (text, analysed) in enumerate(group)
+        if analysed and (contains_term(folded, text) or (len(analysed) > 1 and present.issuperset(analysed)))
+    ]

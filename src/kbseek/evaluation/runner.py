@@ -52,6 +52,7 @@ QUERY_TIME_SETTINGS = frozenset(
         "weight_section",
         "weight_clauses",
         "lexicon_weight",
+        "cross_language_terms",
         "lane_depth",
         "answer_budget_chars",
         "answer_per_document",

@@ -29,6 +29,7 @@ def fusion_config(settings: Settings) -> FusionConfig:
         learned_ranker=settings.learned_ranker,
         context_share=settings.context_share,
         lexicon_weight=settings.lexicon_weight,
+        cross_language_terms=settings.cross_language_terms,
         # read once per configuration: a broken file is a clear error when the knowledge base opens
         lexicon_groups=tuple(load_synonyms(settings.synonyms_file)) if settings.synonyms_file else (),
         weights={

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from kbseek.core.alertline import clean as clean_alert_lines
-from kbseek.core.clauses import clauses, questions
+from kbseek.core.clauses import cjk_share, clauses, questions
 from kbseek.core.fusion import l0_lane
 from kbseek.core.keywords import KeywordHint
 from kbseek.core.lexicon import BUNDLED, Lexicon
@@ -45,6 +45,8 @@ class LaneQuery:
     lexicon_weight: float = 0.0  # the BM25 lane's weight a lexicon group's added words share (0: none added)
     lexicon_groups: tuple[tuple[str, ...], ...] = ()  # the knowledge base's own groups, beside the bundled ones
     earlier: list[LaneResult] = field(default_factory=list)  # the lanes run so far, for lanes that rerank them
+    pasted: bool = False  # a pasted alert or log line (``alertline.looks_like_alert``), before cleaning
+    cross_language_terms: int = 0  # per lexicon group, the knowledge base's words the dense lane adds (``dense_text``)
 
     @property
     def groups(self) -> list[str] | None:
@@ -110,6 +112,27 @@ def lexicon_of(indexes: Indexes, own: tuple[tuple[str, ...], ...] = ()) -> Lexic
     return lexicon
 
 
+# the dense lane adds the knowledge base's words to a question whose share of Chinese letters stands this far below
+# the knowledge base's mean: an English question over Chinese runbooks
+TRANSLATE_DISTANCE = 0.5
+
+
+def dense_text(indexes: Indexes, q: LaneQuery) -> tuple[str, list[str]]:
+    """What the dense lane embeds: the question, and for an English question over a knowledge base written mostly in
+    Chinese the Chinese terms of the lexicon groups it names (rollback → 回滚, 回退), with the terms added.
+
+    e5 places an English question and the Chinese section that answers it further apart than two texts in one
+    language, so the answerability gate refused such questions and ranked them on weaker cosines; with the
+    knowledge base's own words beside the question's the two meet (docs/evaluation.md, 2026-12-07, fourth session).
+    Not the other way round (a Chinese question over English runbooks ranked worse), and not for a pasted alert or
+    log line: its names and messages are not prose in a language."""
+    if q.cross_language_terms <= 0 or q.pasted or indexes.chinese_share - cjk_share(q.query) <= TRANSLATE_DISTANCE:
+        return q.query, []
+    lexicon = lexicon_of(indexes, q.lexicon_groups)
+    terms = lexicon.translations(q.query, q.tokens, chinese=True, per_group=q.cross_language_terms)
+    return (f"{q.query}\n{' '.join(terms)}" if terms else q.query), terms
+
+
 def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     dense, result = indexes.dense, None
     notes: list[str] = []
@@ -119,8 +142,13 @@ def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
         return LaneResult("dense", [], {}, notes=["dense lane unavailable: no embedder configured"], ran=False)
     # frontmatter filters are not in the vector store: fetch deeper and keep the allowed documents
     fetch = q.depth if q.only is None else q.depth * 8
+    text, terms = dense_text(indexes, q)
+    if terms:
+        notes.append(
+            f"the dense lane also read the knowledge base's words for the question's terms: {', '.join(terms)}"
+        )
     try:
-        result = dense.search(q.query, top_k=fetch, categories=q.groups, threshold=q.threshold)
+        result = dense.search(text, top_k=fetch, categories=q.groups, threshold=q.threshold)
     except KbseekError as exc:
         if q.policy == "dense":
             raise
@@ -131,7 +159,7 @@ def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     reference = hits[min(GAP_RANK, len(hits)) - 1].similarity if hits else None
     if result.embedded_chars is not None:
         notes.append(
-            f"query truncated for the dense lane: its first {result.embedded_chars} of {len(q.query)} "
+            f"query truncated for the dense lane: its first {result.embedded_chars} of {len(text)} "
             "characters were embedded (the model's window); the lexical lanes read all of it"
         )
     if dense.fallback:

@@ -70,6 +70,9 @@ class FusionConfig:
     context_share: float = 0.5
     lexicon_weight: float = 1.0  # the BM25 lane's terms of the same meaning (core.lexicon), shared by a group; 0 is off
     lexicon_groups: tuple[tuple[str, ...], ...] = ()  # a team's own groups (its synonyms file), beside the bundled
+    # an English question over Chinese runbooks: the dense lane also embeds this many Chinese terms of each lexicon
+    # group it names (``lanes.dense_text``); 0 is off
+    cross_language_terms: int = 2
 
     def __post_init__(self) -> None:
         # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
@@ -80,6 +83,8 @@ class FusionConfig:
             raise ValueError("0 <= cross_language <= 1, document_prior >= 0 and 0 <= lexicon_weight <= 1 are required")
         if not 0 <= self.off_script_dense <= 1:
             raise ValueError(f"0 <= off_script_dense <= 1 is required, got {self.off_script_dense}")
+        if not 0 <= self.cross_language_terms <= 10:
+            raise ValueError(f"0 <= cross_language_terms <= 10 is required, got {self.cross_language_terms}")
         if not 0 <= self.context_share <= 1:
             raise ValueError(f"0 <= context_share <= 1 is required, got {self.context_share}")
         if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
@@ -138,6 +143,8 @@ def _recall(
         weights=config.weights,
         lexicon_weight=config.lexicon_weight,
         lexicon_groups=config.lexicon_groups,
+        pasted=pasted,
+        cross_language_terms=config.cross_language_terms,
     )
     results = run_lanes(indexes, lane_query)
     timings: dict[str, float] = {}
