@@ -198,7 +198,7 @@ def test_a_merged_section_that_does_not_fit_gives_its_best_hit():
     whole = len(header.chunks[0].text) + len(rows.chunks[0].text)
     answer = assemble(merged, {"t": info("t")}, seen={}, budget_chars=whole - 50)
     (piece,) = answer.documents[0].pieces
-    assert piece.chunk_ids == ("t-1",) and piece.text.startswith("| 504 |")
+    assert piece.chunk_ids == ("t-1",) and piece.text.startswith("…\n\n| 504 |")  # the left-out header is marked
     # the header row was left out: the piece is shortened (so a session does not remember the section as given)
     assert piece.truncated and answer.evidence_status == "partial" and answer.omitted == 0
     assert "pieces shortened" in answer.completeness

@@ -242,6 +242,14 @@ def fitting(cand: Candidate, room: int) -> tuple[Chunk, ...]:
     return tuple(sorted(chosen.values(), key=lambda c: c.index))
 
 
+def _marked(text: str, kept: tuple[Chunk, ...], whole: tuple[Chunk, ...]) -> str:
+    """``text`` of the ``kept`` chunks of a section with an ellipsis line where its hits before the first or after
+    the last were left out (``join_chunks`` marks those between)."""
+    head = "…\n\n" if kept[0].id != whole[0].id else ""
+    tail = "\n\n…" if kept[-1].id != whole[-1].id else ""
+    return f"{head}{text}{tail}"
+
+
 def by_section(candidates: list[Candidate]) -> list[Candidate]:
     """``candidates`` (fused order) with the hits of one section at one level merged into its best: so a table or a
     procedure hit in two places comes as one piece, in document order, not as two with the later part first. Hits
@@ -314,7 +322,8 @@ def assemble(
             budget.cap(doc.path, first.anchor)
             continue
         chunks = fitting(cand, budget.limit - budget.used)
-        taken = budget.take(join_chunks(chunks))
+        shortened = len(chunks) < len(cand.chunks)  # the section's other hits left out for the budget
+        taken = budget.take(_marked(join_chunks(chunks), chunks, cand.chunks) if shortened else join_chunks(chunks))
         if taken is None:
             if not pieces:
                 del grouped[doc.id]
@@ -333,7 +342,7 @@ def assemble(
                 cand.level,
                 # a section whose other hits the budget left out is shortened too: it is not remembered as given,
                 # so asking again with a larger budget brings the whole of it
-                taken[1] or len(chunks) < len(cand.chunks),
+                taken[1] or shortened,
             )
         )
     entries = [
