@@ -155,12 +155,13 @@ class FixtureRecall:
                 lanes[lane], raw[lane] = retrieval.dense_lane(self.indexes, tokens, [VectorHit(c, s) for c, s in found])
             else:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
-        if config.fusion.weights.get("section", 0) > 0:  # a lane over the other lanes' candidates: run by today's
-            ids, scores = self._section_lane(cleaned, lanes, raw, lane_depth)  # code, not as recorded
-            if ids:
-                lanes["section"], raw["section"] = ids, scores
-            else:
-                lanes.pop("section", None), raw.pop("section", None)
+        # a lane over the other lanes' candidates: run by today's code, not as recorded, and only where a live recall
+        # runs it (kept when it ran and found nothing, as the live recall keeps it)
+        found = self._section_lane(cleaned, lanes, raw, lane_depth) if config.fusion.weights.get("section", 0) else None
+        if found is None:
+            lanes.pop("section", None), raw.pop("section", None)
+        else:
+            lanes["section"], raw["section"] = found
         fusion, _ = retrieval.language_weighted(self.indexes, cleaned, raw.get("dense"), config.fusion, pasted=pasted)
         hits = (
             retrieval.ranked_fusion(self.indexes, cleaned, lanes, raw, fusion, policy, self.embedder_id, top_k)
@@ -182,13 +183,14 @@ class FixtureRecall:
 
     def _section_lane(
         self, cleaned: str, lanes: dict[str, list[str]], raw: dict[str, dict[str, float]], depth: int
-    ) -> tuple[list[str], dict[str, float]]:
-        """The section lane run again over the recorded BM25 and dense candidates: it reads only those and the
-        index, so a change to it (or to the purposes it reads) replays without recording again."""
+    ) -> tuple[list[str], dict[str, float]] | None:
+        """The section lane run again over the recorded BM25 and dense candidates (``None`` when it has nothing to
+        say): it reads only those and the index, so a change to it (or to the purposes it reads) replays without
+        recording again."""
         earlier = [LaneResult(name, lanes[name], raw[name]) for name in ("bm25", "dense") if name in lanes]
         query = LaneQuery(cleaned, [], "hybrid", depth, None, None, None, None, earlier=earlier)
         result = section_lane(self.indexes, query)
-        return (result.ids, result.scores) if result is not None else ([], {})
+        return (result.ids, result.scores) if result is not None else None
 
 
 def _hint(view: dict[str, Any], query: str) -> KeywordHint:
