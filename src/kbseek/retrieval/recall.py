@@ -12,6 +12,7 @@ lanes; when the filtered lanes find nothing they run again without it and the re
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -54,10 +55,8 @@ class FusionConfig:
     lane_depth: int = 50  # candidates each lane contributes
     l0_chunks_per_document: int = 2
     method: str = "rrf"  # or "rsf": relative score fusion
-    # a query mostly in Latin script over evidence in another (an English question over Chinese runbooks): the
-    # word-matching lanes count this much
-    # (0.2 measured best on the golden dev split: English 0.54 -> 0.63 nDCG@10, alert lines unchanged; 1 is off);
-    # a pasted alert or log line keeps its word lanes whatever its script (``language_weighted``)
+    # a query in another script than its evidence (English over Chinese runbooks): the word lanes count this much (0.2
+    # best on golden dev: English 0.54 -> 0.63 nDCG@10; 1 is off); a pasted line keeps them (``language_weighted``)
     cross_language: float = 0.2
     # a query in the knowledge base's minority script whose dense evidence is in that script too (English over a
     # mostly Chinese tree): the dense lanes count this much, since e5 then ranks by language, not meaning
@@ -70,23 +69,17 @@ class FusionConfig:
     context_share: float = 0.5
     lexicon_weight: float = 1.0  # the BM25 lane's terms of the same meaning (core.lexicon), shared by a group; 0 is off
     lexicon_groups: tuple[tuple[str, ...], ...] = ()  # a team's own groups (its synonyms file), beside the bundled
-    # an English question over Chinese runbooks: the dense lane also embeds this many Chinese terms of each lexicon
-    # group it names (``lanes.dense_text``); 0 is off
-    cross_language_terms: int = 2
+    cross_language_terms: int = 2  # Chinese terms per lexicon group an English question's dense text adds; 0 is off
 
     def __post_init__(self) -> None:
         # lanes the caller did not weigh get their registered default (0 for the experimental ones: off)
         object.__setattr__(self, "weights", {**DEFAULT_WEIGHTS, **self.weights})
         if self.method not in FUSION_METHODS:
             raise ValueError(f"fusion method {self.method!r} is not one of {', '.join(FUSION_METHODS)}")
-        if not 0 <= self.cross_language <= 1 or self.document_prior < 0 or not 0 <= self.lexicon_weight <= 1:
-            raise ValueError("0 <= cross_language <= 1, document_prior >= 0 and 0 <= lexicon_weight <= 1 are required")
-        if not 0 <= self.off_script_dense <= 1:
-            raise ValueError(f"0 <= off_script_dense <= 1 is required, got {self.off_script_dense}")
-        if not 0 <= self.cross_language_terms <= 10:
-            raise ValueError(f"0 <= cross_language_terms <= 10 is required, got {self.cross_language_terms}")
-        if not 0 <= self.context_share <= 1:
-            raise ValueError(f"0 <= context_share <= 1 is required, got {self.context_share}")
+        bounded = {"cross_language": 1, "off_script_dense": 1, "context_share": 1, "lexicon_weight": 1}
+        for name, high in {**bounded, "cross_language_terms": 10, "document_prior": math.inf}.items():
+            if not 0 <= getattr(self, name) <= high:
+                raise ValueError(f"0 <= {name} <= {high} is required, got {getattr(self, name)}")
         if self.rrf_k < 0 or self.lane_depth < 1 or self.l0_chunks_per_document < 1:
             raise ValueError("rrf_k >= 0, lane_depth >= 1 and l0_chunks_per_document >= 1 are required")
         for lane, weight in self.weights.items():
