@@ -20,9 +20,9 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+from kbseek.core.relevance import STRONG_LEVELS
 from kbseek.evaluation.cases import load_cases
 from kbseek.evaluation.datasets import JudgmentMapper
-from kbseek.evaluation.runner import STRONG_LEVELS
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 

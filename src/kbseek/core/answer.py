@@ -322,8 +322,7 @@ def assemble(
             budget.cap(doc.path, first.anchor)
             continue
         chunks = fitting(cand, budget.limit - budget.used)
-        shortened = len(chunks) < len(cand.chunks)  # the section's other hits left out for the budget
-        taken = budget.take(_marked(join_chunks(chunks), chunks, cand.chunks) if shortened else join_chunks(chunks))
+        taken = budget.take(_marked(join_chunks(chunks), chunks, cand.chunks))
         if taken is None:
             if not pieces:
                 del grouped[doc.id]
@@ -342,7 +341,7 @@ def assemble(
                 cand.level,
                 # a section whose other hits the budget left out is shortened too: it is not remembered as given,
                 # so asking again with a larger budget brings the whole of it
-                taken[1] or shortened,
+                taken[1] or len(chunks) < len(cand.chunks),
             )
         )
     entries = [

@@ -71,11 +71,10 @@ class Lexicon:
         ...                  per_group=2)
         ['回滚', '回退']
         """
-        folded = normalize(query)
-        present = set(tokens)
+        folded, present = normalize(query), set(tokens)
         out: dict[str, None] = {}
-        for group in self._groups:
-            if per_group > 0 and _named(group, folded, present):
+        for group in self._groups if per_group > 0 else ():
+            if _named(group, folded, present):
                 other = [text for text, _ in group if (cjk_share(text) > 0.5) == chinese and text not in folded]
                 out.update(dict.fromkeys(other[:per_group]))
         return list(out)

@@ -158,9 +158,8 @@ class FixtureRecall:
         # a lane over the other lanes' candidates: run by today's code, not as recorded, and only where a live recall
         # runs it (kept when it ran and found nothing, as the live recall keeps it)
         found = self._section_lane(cleaned, lanes, raw, lane_depth) if config.fusion.weights.get("section", 0) else None
-        if found is None:
-            lanes.pop("section", None), raw.pop("section", None)
-        else:
+        lanes.pop("section", None), raw.pop("section", None)
+        if found is not None:
             lanes["section"], raw["section"] = found
         fusion, _ = retrieval.language_weighted(self.indexes, cleaned, raw.get("dense"), config.fusion, pasted=pasted)
         hits = (

@@ -24,7 +24,7 @@ from typing import Any
 from kbseek.core import metrics as m
 from kbseek.core.modes import is_answer_policy
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
-from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE
+from kbseek.core.relevance import STRONG_LEVELS
 from kbseek.errors import DatasetError
 from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
 from kbseek.evaluation.replay import replay_retriever
@@ -149,9 +149,6 @@ def run_policy(
         else {},
         strong,
     )
-
-
-STRONG_LEVELS = frozenset({PRECISE, HIGHLY_RELEVANT})
 
 
 def evidence(strong: list[bool], chars: list[int]) -> dict[str, Any]:

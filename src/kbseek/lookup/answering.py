@@ -40,7 +40,7 @@ from kbseek.core.answerability import (
 from kbseek.core.clauses import other_language, questions
 from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
-from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, Thresholds, level
+from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, STRONG_LEVELS, Thresholds, level
 from kbseek.core.results import Hit, RecallResult
 from kbseek.errors import NotFoundError
 from kbseek.lookup.config import LookupConfig
@@ -208,7 +208,7 @@ def levelled(
     # a runbook's sections, and its sibling runbooks, all resemble a question about it: strong labels go to as many
     # sections and documents, first ranked first, as the question makes requests (which answers which request is
     # the ranking's call)
-    strong = [ok and lvl in (PRECISE, HIGHLY_RELEVANT) for ok, lvl in zip(strong_ok, levels)]
+    strong = [ok and lvl in STRONG_LEVELS for ok, lvl in zip(strong_ok, levels)]
     sections = [(h.chunk.document_id, h.chunk.anchor) for h in hits]
     per_request = strong_per_request_mask(sections, strong, allowed=len(questions(cleaned)))
     strong_ok = [a and b for a, b in zip(strong_ok, per_request)]
@@ -218,7 +218,7 @@ def levelled(
 
 
 def _capped(lvl: str | None, strong_ok: bool) -> str:
-    if lvl is None or (not strong_ok and lvl in (PRECISE, HIGHLY_RELEVANT)):
+    if lvl is None or (not strong_ok and lvl in STRONG_LEVELS):
         return REFERENCE
     return lvl
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbseek.core.relevance import STRONG_LEVELS
+
 DEFAULT_LIMIT = 2000
 # The evidence score of a session: the mean over its calls of level weight × evidence-status factor, in [0, 1].
 # A DEDUPED answer pointed back at evidence already given, so it keeps the weight of that evidence's kind (0.8);
@@ -16,7 +18,6 @@ DEFAULT_LIMIT = 2000
 # PRECISE or HIGHLY_RELEVANT), whatever the level of the new pieces beside it.
 LEVEL_WEIGHT = {"PRECISE": 1.0, "HIGHLY_RELEVANT": 0.8, "DEDUPED": 0.8, "REFERENCE": 0.4}
 STATUS_FACTOR = {"complete": 1.0, "partial": 0.7}
-STRONG_JUDGED = ("PRECISE", "HIGHLY_RELEVANT")
 
 
 def evidence_score(queries: list[dict[str, Any]]) -> float:
@@ -59,7 +60,7 @@ def summarize(trace: dict[str, Any], *, limit: int = DEFAULT_LIMIT) -> dict[str,
                 # a section given earlier that this question judged strong evidence (a pointer to a whole document
                 # never counts: that section itself may never have been given)
                 "strong_given": any(
-                    d.get("anchor") is not None and d.get("judged") in STRONG_JUDGED
+                    d.get("anchor") is not None and d.get("judged") in STRONG_LEVELS
                     for d in call.get("deduplicated", [])
                 ),
             }
