@@ -164,6 +164,23 @@ def test_an_english_question_over_chinese_runbooks_is_embedded_with_their_words(
         assert dense_text(indexes, query) == (query.query, [])
 
 
+def test_each_part_of_an_english_question_is_embedded_with_the_knowledge_bases_words(default_stack_kb, monkeypatch):
+    # the per-question dense lane embeds each part on its own: each part needs its own terms beside it, or the
+    # parts meet the Chinese sections on the weaker cross-language cosines the whole question no longer has
+    embedder = default_stack_kb.indexes.dense.embedder
+    embedded: list[str] = []
+    real = embedder.embed_queries
+
+    def spy(texts):
+        embedded.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed_queries", spy)
+    ask(default_stack_kb, "How do I roll back a bad canary release? Which metrics should I watch after it?")
+    assert "How do I roll back a bad canary release\n回滚 回退" in embedded, embedded
+    assert "Which metrics should I watch after it\n监控 监控指标" in embedded, embedded
+
+
 def test_exact_identifier_is_precise_and_grouped_by_document(example_kb):
     response = ask(example_kb, "ERR_GATEWAY_TIMEOUT 是什么意思")
     answer = response.answer

@@ -117,20 +117,24 @@ def lexicon_of(indexes: Indexes, own: tuple[tuple[str, ...], ...] = ()) -> Lexic
 TRANSLATE_DISTANCE = 0.5
 
 
-def dense_text(indexes: Indexes, q: LaneQuery) -> tuple[str, list[str]]:
-    """What the dense lane embeds: the question, and for an English question over a knowledge base written mostly in
-    Chinese the Chinese terms of the lexicon groups it names (rollback → 回滚, 回退), with the terms added.
+def dense_text(indexes: Indexes, q: LaneQuery, part: str | None = None) -> tuple[str, list[str]]:
+    """What the dense lane embeds for the question (or one ``part`` of it): the text, and for an English question
+    over a knowledge base written mostly in Chinese the Chinese terms of the lexicon groups it names (rollback →
+    回滚, 回退), with the terms added.
 
     e5 places an English question and the Chinese section that answers it further apart than two texts in one
     language, so the answerability gate refused such questions and ranked them on weaker cosines; with the
     knowledge base's own words beside the question's the two meet (docs/evaluation.md, 2026-12-07, fourth session).
     Not the other way round (a Chinese question over English runbooks ranked worse), and not for a pasted alert or
     log line: its names and messages are not prose in a language."""
+    text = q.query if part is None else part
     if q.cross_language_terms <= 0 or q.pasted or indexes.chinese_share - cjk_share(q.query) <= TRANSLATE_DISTANCE:
-        return q.query, []
-    lexicon = lexicon_of(indexes, q.lexicon_groups)
-    terms = lexicon.translations(q.query, q.tokens, chinese=True, per_group=q.cross_language_terms)
-    return (f"{q.query}\n{' '.join(terms)}" if terms else q.query), terms
+        return text, []
+    tokens = q.tokens if part is None else indexes.analyzer.tokens(part)
+    terms = lexicon_of(indexes, q.lexicon_groups).translations(
+        text, tokens, chinese=True, per_group=q.cross_language_terms
+    )
+    return (f"{text}\n{' '.join(terms)}" if terms else text), terms
 
 
 def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
@@ -243,8 +247,9 @@ def heading_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
 
 
 def dense_clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
-    """A question of several parts, by meaning: each part embedded on its own and compared with the sections of
-    the documents the whole question points to, interleaved so each part's best section comes first."""
+    """A question of several parts, by meaning: each part embedded on its own (with the knowledge base's words, as
+    ``dense_text`` adds them) and compared with the sections of the documents the whole question points to,
+    interleaved so each part's best section comes first."""
     parts = questions(q.query)
     dense = indexes.dense
     if len(parts) < 2 or not isinstance(dense, DenseIndex):
@@ -254,7 +259,7 @@ def dense_clause_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
         return None
     started = time.perf_counter()
     vectors = dense.chunk_vectors([indexes.chunks[c] for c in pool])
-    queries = dense.embedder.embed_queries(parts)
+    queries = dense.embedder.embed_queries([dense_text(indexes, q, part)[0] for part in parts])
     matrix = np.stack([vectors[c] for c in pool])
     rankings = []
     for vector in queries:
