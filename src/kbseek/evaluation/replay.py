@@ -7,8 +7,8 @@ assembly) under the configuration being tried. So a replay gives the live answer
 construction. A fixture names the index version (database change counter + analyser rules and dictionary) and the
 embedding model it came from; replaying it against a knowledge base at another version is refused (record again).
 Lanes are recorded ``RECORD_DEPTH`` deep, the depth ``lookup_knowledge`` recalls at ``top_k`` 50. The section
-lane, which reads only the BM25 and dense candidates and the index, is run again by today's code rather than read
-from the recording, so a change to the purposes a question or a section declares replays too.
+lane, which reads only the BM25 and dense candidates, the keyword hint and the index, is run again by today's code
+rather than read from the recording, so a change to the purposes a question or a section declares replays too.
 """
 
 from __future__ import annotations
@@ -157,7 +157,9 @@ class FixtureRecall:
                 lanes[lane], raw[lane] = [cid for cid, _ in found], {cid: score for cid, score in found}
         # a lane over the other lanes' candidates: run by today's code, not as recorded, and only where a live recall
         # runs it (kept when it ran and found nothing, as the live recall keeps it)
-        found = self._section_lane(cleaned, lanes, raw, lane_depth) if config.fusion.weights.get("section", 0) else None
+        hint = _hint(case["hint"], query)
+        section = config.fusion.weights.get("section", 0)
+        found = self._section_lane(cleaned, lanes, raw, hint, lane_depth, config) if section else None
         lanes.pop("section", None), raw.pop("section", None)
         if found is not None:
             lanes["section"], raw["section"] = found
@@ -175,19 +177,28 @@ class FixtureRecall:
             filter=CategoryFilter(None, "none"),
             index_version=self.indexes.index_version,
             timings_ms={},
-            hint=_hint(case["hint"], query),
+            hint=hint,
             reference_similarity=case["reference_similarity"],
             candidates={lane: [(c, s) for c, s in found] for lane, found in case["candidates"].items()},
         )
 
     def _section_lane(
-        self, cleaned: str, lanes: dict[str, list[str]], raw: dict[str, dict[str, float]], depth: int
+        self,
+        cleaned: str,
+        lanes: dict[str, list[str]],
+        raw: dict[str, dict[str, float]],
+        hint: KeywordHint,
+        depth: int,
+        config: LookupConfig,
     ) -> tuple[list[str], dict[str, float]] | None:
-        """The section lane run again over the recorded BM25 and dense candidates (``None`` when it has nothing to
-        say): it reads only those and the index, so a change to it (or to the purposes it reads) replays without
-        recording again."""
+        """The section lane run again over the recorded BM25 and dense candidates and keyword hint, under the
+        configured lane weights and domain filter (``None`` when it has nothing to say): it reads only those and the
+        index, so a change to it (or to the purposes it reads) replays without recording again."""
         earlier = [LaneResult(name, lanes[name], raw[name]) for name in ("bm25", "dense") if name in lanes]
-        query = LaneQuery(cleaned, [], "hybrid", depth, None, None, None, None, earlier=earlier)
+        category = hint.single_domain if config.domain_filter else None  # as a live recall filters
+        query = LaneQuery(
+            cleaned, [], "hybrid", depth, category, hint, None, None, weights=config.fusion.weights, earlier=earlier
+        )
         result = section_lane(self.indexes, query)
         return (result.ids, result.scores) if result is not None else None
 

@@ -17,7 +17,7 @@ import numpy as np
 from kbseek.core.alertline import clean as clean_alert_lines
 from kbseek.core.clauses import cjk_share, clauses, questions
 from kbseek.core.fusion import l0_lane
-from kbseek.core.keywords import KeywordHint
+from kbseek.core.keywords import TIERS, DocumentMatch, KeywordHint
 from kbseek.core.lexicon import BUNDLED, Lexicon
 from kbseek.core.relevance import GAP_RANK
 from kbseek.core.rewrite import load_synonyms
@@ -128,7 +128,8 @@ def dense_text(indexes: Indexes, q: LaneQuery, part: str | None = None) -> tuple
     Not the other way round (a Chinese question over English runbooks ranked worse), and not for a pasted alert or
     log line: its names and messages are not prose in a language."""
     text = q.query if part is None else part
-    if q.cross_language_terms <= 0 or q.pasted or indexes.chinese_share - cjk_share(q.query) <= TRANSLATE_DISTANCE:
+    off_script = min(indexes.chinese_share - cjk_share(t) for t in {q.query, text})  # the part is English too
+    if q.cross_language_terms <= 0 or q.pasted or off_script <= TRANSLATE_DISTANCE:
         return text, []
     tokens = q.tokens if part is None else indexes.analyzer.tokens(part)
     terms = lexicon_of(indexes, q.lexicon_groups).translations(
@@ -181,18 +182,23 @@ def dense_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     )
 
 
+def _l0_matches(indexes: Indexes, q: LaneQuery) -> list[DocumentMatch]:
+    """The keyword hint's document matches, in its order, within the query's filters."""
+    return [
+        m
+        for m in (q.hint.matches if q.hint is not None else ())
+        if m.document_id in indexes.documents
+        and (q.category is None or m.category == q.category)
+        and (q.only is None or m.document_id in q.only)
+    ]
+
+
 def l0_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     """Each L0-matched document's chunks in lexical order, at the document's L0 rank."""
     if q.hint is None or not q.hint.matches:
         return None
     started = time.perf_counter()
-    docs = [
-        m.document_id
-        for m in q.hint.matches
-        if m.document_id in indexes.documents
-        and (q.category is None or m.category == q.category)
-        and (q.only is None or m.document_id in q.only)
-    ]
+    docs = [m.document_id for m in _l0_matches(indexes, q)]
     scores = indexes.bm25.scores(q.tokens)
     ordered = {d: indexes.bm25.order_within(q.tokens, indexes.documents[d].chunk_ids, scores=scores) for d in docs}
     ids = l0_lane(docs, ordered, per_document=q.l0_chunks_per_document)
@@ -209,21 +215,32 @@ def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
 
     A question that names what a section is for ("what should we check before closing it?") rarely repeats the
     heading's words (验证步骤), and the body under such a heading rarely says its purpose. Only the best documents'
-    sections are looked at: a purpose alone is no evidence that another document is about the question."""
+    sections are looked at: a purpose alone is no evidence that another document is about the question. Sibling
+    runbooks declare the same purposes: when the question names one of them alone ("CPU 报警响了，还有哪些别的报警…"),
+    its sections score ``NAMED_BONUS`` higher (relative-score fusion then puts the siblings' at the lane's floor)."""
     roles = query_roles(clean_alert_lines(q.query))  # a pasted line's labels (severity=...) ask for nothing
-    if not roles:
-        return None
-    pool = _pool(indexes, q, documents_only=True)
+    pool = _pool(indexes, q, documents_only=True) if roles else []
     if not pool:
         return None
     started = time.perf_counter()
-    scores: dict[str, float] = {}
+    named, scores = _named_alone(indexes, q), {}
     for chunk_id in pool:
-        matched = len(roles & section_purposes(indexes.chunks[chunk_id].headings))
-        if matched:
-            scores[chunk_id] = float(matched)
+        chunk = indexes.chunks[chunk_id]
+        if matched := len(roles & section_purposes(chunk.headings)):
+            scores[chunk_id] = matched + (NAMED_BONUS if chunk.document_id == named else 0.0)
     ids = sorted(scores, key=lambda c: -scores[c])  # stable: pool order breaks ties
     return LaneResult("section", ids, scores, {"section_lane": _ms(started)})
+
+
+NAMED_BONUS = 0.5  # below one purpose: another document's section declaring two asked purposes still leads
+
+
+def _named_alone(indexes: Indexes, q: LaneQuery) -> str | None:
+    """The document the keyword hint names alone, by its title or a keyword (a summary match was too weak on the
+    golden set), unless the L0 lane is off (a team whose titles mislead)."""
+    matches = _l0_matches(indexes, q)
+    alone = len(matches) == 1 and matches[0].score >= TIERS["title", False]
+    return matches[0].document_id if alone and q.weights.get("l0", DEFAULT_WEIGHTS["l0"]) > 0 else None
 
 
 def heading_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
