@@ -195,7 +195,7 @@ class FixtureRecall:
         configured lane weights and domain filter (``None`` when it has nothing to say): it reads only those and the
         index, so a change to it (or to the purposes it reads) replays without recording again."""
         earlier = [LaneResult(name, lanes[name], raw[name]) for name in ("bm25", "dense") if name in lanes]
-        category = hint.single_domain if config.domain_filter else None  # as a live recall filters
+        category = hint.single_domain if config.domain_filter else None  # the hint as a live recall filters it
         query = LaneQuery(
             cleaned, [], "hybrid", depth, category, hint, None, None, weights=config.fusion.weights, earlier=earlier
         )

@@ -236,8 +236,8 @@ NAMED_BONUS = 0.5  # below one purpose: another document's section declaring two
 
 
 def _named_alone(indexes: Indexes, q: LaneQuery) -> str | None:
-    """The document the keyword hint names alone, by its title or a keyword (a summary match was too weak on the
-    golden set), unless the L0 lane is off (a team whose titles mislead)."""
+    """The document the keyword hint names alone, by its title or a keyword (a summary or category match says less
+    of which runbook is meant), unless the L0 lane is off (a team whose titles mislead)."""
     matches = _l0_matches(indexes, q)
     alone = len(matches) == 1 and matches[0].score >= TIERS["title", False]
     return matches[0].document_id if alone and q.weights.get("l0", DEFAULT_WEIGHTS["l0"]) > 0 else None
