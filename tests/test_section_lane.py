@@ -108,3 +108,21 @@ def test_a_replay_runs_the_section_lane_with_the_recorded_keyword_hint(kb, tmp_p
             section = [(h.chunk.id, h.lanes["section"].score) for h in live if "section" in h.lanes]
             assert section == [(h.chunk.id, h.lanes["section"].score) for h in again if "section" in h.lanes]
             assert section and [(h.chunk.id, h.score) for h in live] == [(h.chunk.id, h.score) for h in again]
+
+
+def test_a_replay_leaves_out_a_recorded_lane_the_configuration_weighs_0(kb, tmp_path):
+    # a live recall does not run a lane weighted 0; a replay that fused its recorded hits at score 0 would hand them
+    # a place in the list and in tie-breaks (here: the L0 lane's chunks of a runbook the question names in passing)
+    texts = ["HighDiskUsage 告警时 Redis 的 slowlog 慢命令怎么看", "ERR_TIMEOUT 时 CPU 热点线程怎么查"]
+    questions = [Query(f"q{i}", text) for i, text in enumerate(texts)]
+    dataset = Dataset("weights", tmp_path, tmp_path, tmp_path / "q.jsonl", tmp_path / "qrels.tsv", questions, {})
+    hits(kb, texts[0])  # the default settings, L0 on: the fixture holds the L0 lane
+    fixture = record(kb, dataset)
+    assert all(case["candidates"].get("l0") for case in fixture["cases"].values())
+    hits(kb, texts[0], weight_l0=0.0, lane_depth=3)
+    replay, config = FixtureRecall(kb.indexes, fixture), LookupConfig.from_settings(kb.settings)
+    for text in texts:
+        live = [(h.chunk.id, h.score) for h in kb.lookup(text, top_k=3, policy="hybrid").hits]
+        again = replay(text, top_k=3, policy="hybrid", category=None, only=None, config=config).hits
+        assert live == [(h.chunk.id, h.score) for h in again]
+        assert all("l0" not in h.lanes for h in again)
