@@ -33,7 +33,7 @@ from kbseek.observability.logs import current_request_id
 from kbseek.ports import VectorHit
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.lanes import DEFAULT_WEIGHTS, LaneQuery, LaneResult, section_lane
+from kbseek.retrieval.lanes import LaneQuery, LaneResult, section_lane
 from kbseek.service import KnowledgeBase
 
 FORMAT = 1
@@ -149,7 +149,7 @@ class FixtureRecall:
         lanes: dict[str, list[str]] = {}
         raw: dict[str, dict[str, float]] = {}
         for lane, found in case["candidates"].items():  # in the recorded (live) lane order
-            if config.fusion.weights.get(lane, DEFAULT_WEIGHTS.get(lane, 1.0)) <= 0:
+            if config.fusion.weights.get(lane, 1.0) <= 0:  # the configuration holds every registered lane's weight
                 continue  # a lane weighted 0 does not run in a live recall (``lanes.run_lanes``)
             found = found if lane == "l0" else found[:lane_depth]
             if lane == "dense":  # recorded as the store returned them: map summary vectors as a live lookup does
