@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -67,9 +68,9 @@ def baseline_run(policy):
 
 def as_report_run(kb, fixture, policy, **overrides):
     """A replayed run (with query-time ``overrides``) as ``kbseek eval run --json`` writes it: what a baseline holds."""
-    tool = kb.lookup_tool.with_settings(kb.settings.model_copy(update=overrides))
+    settings = kb.settings.model_copy(update=overrides)
     result = run_policy(
-        replay_retriever(tool, DATASET, fixture),
+        replay_retriever(kb.lookup_tool.with_settings(settings), DATASET, fixture, settings),
         DATASET,
         policy=policy,
         depth=100,
@@ -184,7 +185,7 @@ def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
         recall("ERR_TIMEOUT err timeout", top_k=15, policy="hybrid", category=None, only=None, config=tool.config)
     with pytest.raises(DatasetError, match="candidates per lane"):
         run_policy(
-            replay_retriever(tool, DATASET, fixture),
+            replay_retriever(tool, DATASET, fixture, kb.settings),
             DATASET,
             policy="hybrid",
             depth=fixture["depth"] + 1,
@@ -192,6 +193,40 @@ def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
             name="deep",
             overrides={},
         )
+    with pytest.raises(DatasetError, match="lane_depth 1000 needs 1000"):
+        as_report_run(kb, fixture, "hybrid", lane_depth=1000)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"lexicon_weight": 0.0}, "lexicon_weight=1.0 (tried: 0.0)"),  # the words BM25 reads
+        ({"bm25_k1": 0.5}, "bm25_k1=1.2 (tried: 0.5)"),  # its scores
+        ({"cross_language_terms": 0}, "cross_language_terms=2 (tried: 0)"),  # the text the dense lane embeds
+        ({"domain_filter": True}, "domain_filter=False (tried: True)"),  # the lanes a live recall filters
+        ({"weight_headings": 0.5}, "weight_headings=0.0 (tried: 0.5)"),  # a lane recorded off holds no hits
+        ({"reranker_url": "http://user:secret@127.0.0.1:1/rerank"}, "reranker_url=False (tried: True)"),
+    ],
+)
+def test_a_replay_refuses_settings_that_would_have_recorded_other_lanes(recorded, overrides, named):
+    """A replay reads the lanes as recorded: under a setting that shapes them it would score the recorded
+    configuration under another's name (it did, silently, for lexicon_weight and bm25_k1)."""
+    kb, fixture = recorded
+    with pytest.raises(DatasetError, match=re.escape(named)) as refused:
+        as_report_run(kb, fixture, "hybrid", **overrides)
+    assert "secret" not in str(refused.value) and "secret" not in json.dumps(fixture["settings"])
+    older = {key: value for key, value in fixture.items() if key != "settings"}  # recorded before settings were
+    with pytest.raises(DatasetError, match=re.escape(named)):
+        as_report_run(kb, older, "hybrid", **overrides)
+
+
+def test_a_replay_takes_what_it_re_scores(recorded):
+    kb, fixture = recorded
+    assert fixture["settings"]["lexicon_weight"] == kb.settings.lexicon_weight
+    plain = as_report_run(kb, fixture, "hybrid")
+    for overrides in ({"weight_l0": 0.0}, {"fusion": "rrf", "weight_dense": 2.0}, {"similarity_high": 0.95}):
+        assert as_report_run(kb, fixture, "hybrid", **overrides)["metrics"]  # fused and levelled again, not refused
+    assert as_report_run(kb, fixture, "hybrid", fusion="rrf")["per_query"] != plain["per_query"]
 
 
 def test_the_section_ranker_replays_as_it_ranks_live_and_only_reorders_within_documents(live, recorded, cache):

@@ -151,7 +151,8 @@ def noise_band(
     """Replay ``fixture`` (recorded from ``kb``) with every push of :func:`pushes` and collect each case's range;
     ``overrides`` are query-time settings (fusion, weights, relevance thresholds) replayed instead of ``kb``'s (on a
     lookup tool of their own: ``kb`` is not changed)."""
-    tool = kb.lookup_tool.with_settings(kb.settings.model_copy(update=overrides)) if overrides else kb.lookup_tool
+    settings = kb.settings.model_copy(update=overrides) if overrides else kb.settings
+    tool = kb.lookup_tool.with_settings(settings) if overrides else kb.lookup_tool
     names = list(GATED_METRICS)
     cases = dataset.queries + dataset.unanswerable
     patterns = {}
@@ -171,7 +172,7 @@ def noise_band(
     refused: dict[str, set[bool]] = {q.id: set() for q in cases}
     for replay in replays:
         result = run_policy(
-            replay_retriever(tool, dataset, replay),
+            replay_retriever(tool, dataset, replay, settings),
             dataset,
             policy=policy,
             depth=depth,

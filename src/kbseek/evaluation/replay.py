@@ -5,7 +5,8 @@ A replay is the lookup tool itself with its recall swapped for the recording (:c
 to the depth a live recall fetches and fused by the live fusion, then the tool's own steps (levels, placement,
 assembly) under the configuration being tried. So a replay gives the live answer on the same candidates by
 construction. A fixture names the index version (database change counter + analyser rules and dictionary) and the
-embedding model it came from; replaying it against a knowledge base at another version is refused (record again).
+embedding model it came from, and the settings that shaped its lanes; replaying it against a knowledge base at
+another version, or under settings that would have recorded other lanes, is refused (record again).
 Lanes are recorded ``RECORD_DEPTH`` deep, the depth ``lookup_knowledge`` recalls at ``top_k`` 50. The section
 lane, which reads only the BM25 and dense candidates, the keyword hint and the index, is run again by today's code
 rather than read from the recording, so a change to the purposes a question or a section declares replays too.
@@ -35,9 +36,40 @@ from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
 from kbseek.retrieval.lanes import LaneQuery, LaneResult, section_lane
 from kbseek.service import KnowledgeBase
+from kbseek.settings import Settings
 
 FORMAT = 1
 RECORD_DEPTH = recall_depth(ANSWER_TOP_K)  # what lookup_knowledge recalls for the largest answer
+# Settings that shape the recorded lanes, which a replay reads as recorded and cannot run again: the chunks and
+# their vectors, BM25's scoring, the words a query's lanes read, the filter and the reranker a live recall applies.
+# Not the embedder: a replay runs without one, and the fixture names the model its cosines came from.
+LANE_SETTINGS = (
+    "chunk_size",
+    "chunk_overlap",
+    "bm25_k1",
+    "bm25_b",
+    "embedder_model",
+    "embedding_engine",
+    "embedding_input",
+    "embed_summaries",
+    "latent_terms",
+    "lexicon_weight",
+    "cross_language_terms",
+    "synonyms_file",
+    "domain_filter",
+    "query_rewrite",
+    "reranker_url",
+)
+# A lane weighted 0 does not run, so a fixture recorded so holds none of its hits; the section lane is run again.
+LANE_WEIGHTS = (
+    "weight_bm25",
+    "weight_dense",
+    "weight_l0",
+    "weight_headings",
+    "weight_dense_clauses",
+    "weight_terms",
+    "weight_clauses",
+)
 
 
 def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
@@ -59,8 +91,41 @@ def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
         "embedding_model": dense.model_id if dense is not None else None,
         "embedder": dense.embedder.model_id if dense is not None else None,
         "depth": RECORD_DEPTH,
+        "settings": lane_settings(kb.settings),
         "cases": cases,
     }
+
+
+def lane_settings(settings: Settings) -> dict[str, Any]:
+    """The settings a fixture's lanes were recorded under, as JSON; of the reranker only whether one was set (its
+    URL may carry credentials)."""
+    values = {name: getattr(settings, name) for name in (*LANE_SETTINGS, *LANE_WEIGHTS)}
+    return {name: _json(name, value) for name, value in values.items()}
+
+
+def _json(name: str, value: Any) -> Any:
+    if name == "reranker_url":
+        return bool(value)
+    return str(value) if isinstance(value, Path) else value
+
+
+def check_settings(fixture: dict[str, Any], settings: Settings) -> None:
+    """Refuse to replay ``fixture`` under ``settings`` that would have recorded other lanes, naming each setting: a
+    replay reads the lanes as recorded, so it would score the recorded configuration under the name of another. A
+    fixture from before settings were recorded counts as recorded under the defaults."""
+    recorded = fixture.get("settings") or lane_settings(Settings.model_construct())
+    wanted = lane_settings(settings)
+    differ = [name for name in LANE_SETTINGS if name in recorded and recorded[name] != wanted[name]]
+    # a lane recorded off holds no hits; one recorded on replays at any weight (at 0 it is left out)
+    differ += [name for name in LANE_WEIGHTS if wanted[name] > 0 and recorded.get(name, 1) == 0]
+    if differ:
+        said = ", ".join(f"{name}={recorded.get(name)!r} (tried: {wanted[name]!r})" for name in differ)
+        raise DatasetError(
+            f"the fixture's lanes were recorded under {said}; a replay cannot run its lanes again",
+            hint=f"record it again with {', '.join(f'KBSEEK_{name.upper()}' for name in differ)} set as tried "
+            "('kbseek eval record' reads the environment), or replay only what a replay scores again: fusion, lane "
+            "weights, relevance thresholds and the answer's shape",
+        )
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -90,10 +155,12 @@ def check_fresh(fixture: dict[str, Any], indexes: Indexes, dataset: Dataset) -> 
         )
 
 
-def replay_retriever(tool: LookupTool, dataset: Dataset, fixture: dict[str, Any]) -> ToolRetriever:
-    """``tool`` (and its configuration) reading ``fixture``'s lanes instead of its own, recording nothing: the
-    retriever the runner scores a replay with. Refused when the fixture is stale."""
+def replay_retriever(tool: LookupTool, dataset: Dataset, fixture: dict[str, Any], settings: Settings) -> ToolRetriever:
+    """``tool`` (configured by ``settings``) reading ``fixture``'s lanes instead of its own, recording nothing: the
+    retriever the runner scores a replay with. Refused when the fixture is stale or ``settings`` would have recorded
+    other lanes."""
     check_fresh(fixture, tool.indexes, dataset)
+    check_settings(fixture, settings)
     recall = FixtureRecall(tool.indexes, fixture)
     return ToolRetriever(replace(tool, recall=recall, sessions=None, invocations=None, telemetry=None))
 
@@ -132,10 +199,12 @@ class FixtureRecall:
             )
         if category is not None or only is not None:
             raise DatasetError("fixtures hold unfiltered lanes: a replay takes no category or filters")
-        if top_k > self.fixture["depth"]:
+        lane_depth = max(top_k, config.fusion.lane_depth)  # as a live hybrid recall fetches
+        if lane_depth > self.fixture["depth"]:
             raise DatasetError(
-                f"the fixture holds {self.fixture['depth']} candidates per lane; a recall of {top_k} needs more",
-                hint="use a smaller --depth, or record again",
+                f"the fixture holds {self.fixture['depth']} candidates per lane; a recall of {top_k} at "
+                f"lane_depth {config.fusion.lane_depth} needs {lane_depth}",
+                hint="use a smaller --depth or lane_depth, or record again",
             )
         case = self._by_query.get(query.strip())
         if case is None:
@@ -143,7 +212,6 @@ class FixtureRecall:
                 f"stale fixture: no case recorded for the query {query[:80]!r}",
                 hint="query rewriting asks for variants no fixture holds: replay with query_rewrite=off",
             )
-        lane_depth = max(top_k, config.fusion.lane_depth)  # as a live hybrid recall fetches
         pasted = looks_like_alert(query)
         cleaned = clean_query(query, pasted=pasted)  # what the live lanes and fusion saw
         lanes: dict[str, list[str]] = {}

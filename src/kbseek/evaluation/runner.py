@@ -244,7 +244,7 @@ def evaluate(
             tool = kb.lookup_tool.with_settings(settings)
             if isinstance(tool.recall, IndexRecall):  # the reranker belongs to the recall, not the configuration
                 tool = replace(tool, recall=replace(tool.recall, reranker=load_reranker(settings)))
-            retrieve = ToolRetriever(tool) if fixture is None else replay_retriever(tool, dataset, fixture)
+            retrieve = ToolRetriever(tool) if fixture is None else replay_retriever(tool, dataset, fixture, settings)
             for policy in policies:
                 name = policy if len(configs) == 1 else f"{policy}/{config_name}"
                 runs.append(
