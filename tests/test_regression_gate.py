@@ -205,7 +205,7 @@ def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
         ({"cross_language_terms": 0}, "cross_language_terms=2 (tried: 0)"),  # the text the dense lane embeds
         ({"domain_filter": True}, "domain_filter=False (tried: True)"),  # the lanes a live recall filters
         ({"weight_headings": 0.5}, "weight_headings=0.0 (tried: 0.5)"),  # a lane recorded off holds no hits
-        ({"reranker_url": "http://user:secret@127.0.0.1:1/rerank"}, "reranker_url=False (tried: True)"),
+        ({"reranker_url": "https://user:secret@reranker.invalid/rerank"}, "reranker_url=False (tried: True)"),
     ],
 )
 def test_a_replay_refuses_settings_that_would_have_recorded_other_lanes(recorded, overrides, named):

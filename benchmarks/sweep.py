@@ -1,0 +1,159 @@
+"""Record every evaluation set once, then replay a lever across all of them in one table (issue 17's routine).
+
+    python benchmarks/sweep.py record [--sets a,b] [--force]      # lane candidates of each set, once per machine
+    python benchmarks/sweep.py replay [--sets a,b] [--set NAME:key=value,...] [--test]
+
+A lever is kept only if it helps where it should and hurts nowhere, on every set (docs/evaluation.md). This script
+holds the sets and their arguments, records each set's fixture (``kbseek eval record``: ~8 minutes for the small
+sets, ~40 for the TiDB tree the first time it is embedded, ~30 for SciFact), and replays the default configuration
+beside each ``--set`` (``kbseek eval run --replay``: seconds per set) as one row per set and configuration:
+``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answerable / unanswerable refused and evidence precision
+(strong pieces). A change to what the lanes recall (the dense text, BM25, the lexicon) needs a new recording: record
+with the changed code into another ``--fixtures`` folder and replay from it (a replay refuses settings that shaped
+the recorded lanes). Test splits are replayed only with ``--test``: choose on dev, then run the test splits once.
+The shared sets are read in place (``../shared/data``); nothing is copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OPS = ROOT / "eval" / "cases" / "tidb-ops"
+FIXTURES = Path.home() / ".cache" / "kbseek" / "fixtures"
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    name: str
+    path: Path
+    split: str | None = None
+    queries: str | None = None
+    qrels: str | None = None
+    test: bool = False  # a test split: replayed only with --test
+
+
+SETS = (
+    EvalSet("golden-dev", ROOT / "examples" / "eval" / "golden-cases.json", "dev"),
+    EvalSet("written-dev", ROOT / "examples" / "eval" / "superbizagent-dev.json", "dev"),
+    EvalSet("psec-dev", ROOT / "examples" / "eval" / "prometheus-sections-dev.json", "dev"),
+    EvalSet("sb-dev", DATA / "superbizagent-runbooks", "dev"),
+    EvalSet("prometheus", DATA / "prometheus-operator-runbooks"),
+    EvalSet("tidb-ops-dev", DATA / "tidb-faq-zh-dev", "dev", str(OPS / "queries.jsonl"), str(OPS / "qrels.tsv")),
+    EvalSet("tidb-faq", DATA / "tidb-faq-zh-dev"),
+    EvalSet("cmrc-trial", DATA / "cmrc2018-retrieval-zh", None, "queries-trial.jsonl", "qrels-trial.tsv"),
+    EvalSet("scifact-train", DATA / "beir-scifact", None, "queries-train.jsonl", "qrels-train.tsv"),
+    EvalSet("golden-test", ROOT / "examples" / "eval" / "golden-cases.json", "test", test=True),
+    EvalSet("unseen-test", ROOT / "eval" / "cases" / "superbizagent-unseen.json", "test", test=True),
+    EvalSet("psec-test", ROOT / "eval" / "cases" / "prometheus-sections.json", "test", test=True),
+    EvalSet(
+        "tidb-ops-test", DATA / "tidb-faq-zh-dev", "test", str(OPS / "queries.jsonl"), str(OPS / "qrels.tsv"), True
+    ),
+)
+POLICIES = ["hybrid", "answer:hybrid"]
+
+
+def dataset(s: EvalSet) -> Any:
+    from kbseek.interfaces.cli.evaluation import load_data  # imported here: the script's start-up stays cheap
+
+    return load_data(s.path, queries=s.queries, qrels=s.qrels, split=s.split)
+
+
+def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
+    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.replay import record as record_lanes
+    from kbseek.settings import Settings
+
+    fixtures.mkdir(parents=True, exist_ok=True)
+    for s in chosen:
+        out = fixtures / f"{s.name}.json"
+        if out.exists() and not force:
+            print(f"{s.name}: recorded already ({out})", file=sys.stderr)
+            continue
+        data, base = dataset(s), Settings()
+        home = cache_home(data, base, default_cache_root())
+        kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+        try:
+            fixture = record_lanes(kb, data)
+        finally:
+            kb.close()
+        out.write_text(json.dumps(fixture, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{s.name}: {len(fixture['cases'])} case(s) -> {out}", file=sys.stderr)
+
+
+def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str]) -> list[str]:
+    """One table row per set and configuration (the default first)."""
+    from kbseek.evaluation.replay import load
+    from kbseek.evaluation.runner import evaluate, parse_configs
+    from kbseek.settings import Settings
+
+    configs = [("default", {}), *parse_configs(specs)]
+    base = Settings().model_copy(update={"embedder": "none"})  # replays embed nothing
+    rows = [
+        "| set | configuration | `hybrid` MRR@5 / nDCG@10 | `answer:hybrid` MRR@5 | refused (answerable / not) | "
+        "precision (strong) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in chosen:
+        path = fixtures / f"{s.name}.json"
+        if not path.exists():
+            rows.append(f"| {s.name} | not recorded: `sweep.py record --sets {s.name}` | | | | |")
+            continue
+        report = evaluate(dataset(s), policies=POLICIES, configs=configs, ks=(5, 10), fixture=load(path), base=base)
+        runs = {r["name"]: r for r in report["runs"]}
+        for name, _ in configs:
+            suffix = "" if len(configs) == 1 else f"/{name}"
+            rows.append(f"| {s.name} | {name} | {row(runs['hybrid' + suffix], runs['answer:hybrid' + suffix])}")
+    return rows
+
+
+def row(recall: dict[str, Any], answer: dict[str, Any]) -> str:
+    mean = lambda run, k: run["metrics"][k]["mean"]  # noqa: E731
+    refused, evidence = answer["no_answer"], answer.get("evidence") or {}
+    unanswerable = refused.get("unanswerable_refused")
+    precision = evidence.get("precision")
+    return (
+        " | ".join(
+            [
+                f"{mean(recall, 'mrr@5'):.3f} / {mean(recall, 'ndcg@10'):.3f}",
+                f"{mean(answer, 'mrr@5'):.3f}",
+                f"{refused['answerable_refused']:.1%} / "
+                + (f"{unanswerable:.1%}" if unanswerable is not None else "–"),
+                f"{precision:.3f} ({evidence['strong_pieces']})" if precision is not None else "–",
+            ]
+        )
+        + " |"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("record", "replay"))
+    parser.add_argument("--sets", help="comma-separated set names (default: every dev set; with --test, test too)")
+    parser.add_argument("--set", action="append", default=[], dest="specs", help="NAME:key=value[,key=value]")
+    parser.add_argument("--fixtures", type=Path, default=FIXTURES, help=f"fixture folder (default {FIXTURES})")
+    parser.add_argument("--test", action="store_true", help="the test splits too: run once, after choosing on dev")
+    parser.add_argument("--force", action="store_true", help="record again over an existing fixture")
+    args = parser.parse_args(argv)
+    by_name = {s.name: s for s in SETS}
+    names = args.sets.split(",") if args.sets else [s.name for s in SETS if args.test or not s.test]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        parser.error(f"unknown set(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+    chosen = [by_name[n] for n in names]
+    if args.command == "replay" and any(s.test for s in chosen) and not args.test:
+        parser.error("test splits are replayed only with --test (choose on dev, then run them once)")
+    if args.command == "record":
+        record(chosen, args.fixtures, force=args.force)
+    else:
+        print("\n".join(replay(chosen, args.fixtures, args.specs)))
+
+
+if __name__ == "__main__":
+    main()
