@@ -15,8 +15,10 @@ import pytest
 from support import doc, reply_json
 
 from kbseek.adapters.embedders import OpenAIEmbedder
+from kbseek.core.markdown import chunk_document
 from kbseek.errors import EmbeddingError, StorageError
 from kbseek.ports import VectorRecord
+from kbseek.retrieval.vectors import embedding_input
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -283,3 +285,43 @@ def test_a_refresh_sends_its_vectors_in_blocks(tmp_path, monkeypatch):
     hit = kb.lookup("jmap 堆转储", policy="dense").hits[0]
     assert hit.chunk.source_path == "oom.md"
     kb.close()
+
+
+ALERT = doc(
+    "KubeQuotaAlmostFull",
+    "KubeQuotaAlmostFull",
+    "命名空间配额快用完",
+    "# KubeQuotaAlmostFull\n\n## Meaning\n\nA namespace has used most of a ResourceQuota.\n\n"
+    "## Mitigation\n\nRaise the quota, or remove OutOfMemoryError-prone workloads.\n",
+    category="alerts",
+)
+
+
+def test_the_spelled_input_spells_out_the_breadcrumb_s_camel_case_names_not_the_text_s():
+    body = ALERT.split("---\n", 2)[2]
+    _, chunks = chunk_document(body, body_offset=0, path="q.md", document_id="d", title="Quota", category="alerts")
+    chunk = next(c for c in chunks if c.heading_path[-1] == "Mitigation")
+    spelled = "KubeQuotaAlmostFull (Kube Quota Almost Full)"
+    assert embedding_input(chunk, "spelled") == f"{spelled} > Mitigation\n{chunk.text}"
+    assert embedding_input(chunk, "breadcrumb") == f"KubeQuotaAlmostFull > Mitigation\n{chunk.text}"  # the default
+    assert spelled not in embedding_input(chunk, "full") and embedding_input(chunk, "text") == chunk.text
+    assert "OutOfMemoryError-prone" in chunk.text and "(Out Of Memory Error)" not in embedding_input(chunk, "spelled")
+
+
+def test_the_spelled_input_embeds_into_a_collection_of_its_own(tmp_path, monkeypatch):
+    # vectors of another input are never mixed with the default's: switching re-embeds every chunk and summary
+    kb = KnowledgeBase.open(dense_settings(tmp_path, "milvus"))
+    load(kb)
+    plain = kb.indexes.dense.store.collection
+    kb.close()
+    embedded: list[str] = []
+    again = KnowledgeBase.open(dense_settings(tmp_path, "milvus", embedding_input="spelled"))
+    real = again.indexes.dense.embedder.embed_documents
+    monkeypatch.setattr(
+        again.indexes.dense.embedder, "embed_documents", lambda t, **kw: embedded.extend(t) or real(t, **kw)
+    )
+    assert again.upload(ALERT.encode(), "quota.md").status == "added"
+    assert any(t.startswith("KubeQuotaAlmostFull (Kube Quota Almost Full) > Meaning\n") for t in embedded), embedded
+    assert again.indexes.dense.store.collection != plain
+    assert again.indexes.dense.store.ids() == vector_ids(again)
+    again.close()

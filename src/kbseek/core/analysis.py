@@ -98,6 +98,29 @@ def identifier_tokens(raw: str) -> list[str]:
     return [whole, *parts] if whole else parts
 
 
+_ASCII_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9]+(?![A-Za-z0-9])")
+SPELLED_PARTS = 3  # a CamelCase name of this many parts or more is spelled out
+
+
+def spell_out(text: str) -> str:
+    """Each CamelCase name of three or more parts followed by its words, so a model that reads it in sub-word pieces
+    also reads what it says; anything else unchanged.
+
+    >>> spell_out("KubeQuotaAlmostFull > Meaning")
+    'KubeQuotaAlmostFull (Kube Quota Almost Full) > Meaning'
+    >>> spell_out("告警HighCPUUsage处理 > OOMKilled, etcd")
+    '告警HighCPUUsage (High CPU Usage)处理 > OOMKilled, etcd'
+    """
+
+    def spelled(match: re.Match[str]) -> str:
+        word = match.group(0)
+        parts = _CAMEL.findall(word)
+        camel = any(c.islower() for c in word) and any(c.isupper() for c in word[1:])
+        return f"{word} ({' '.join(parts)})" if camel and len(parts) >= SPELLED_PARTS else word
+
+    return _ASCII_WORD.sub(spelled, text)
+
+
 def _identifier(raw: str) -> tuple[str | None, list[str]]:
     chunks = [c for c in _ID_SPLIT.split(raw) if c]
     kept = [c for c in chunks if not _is_noise(c)]
