@@ -34,7 +34,7 @@ from kbseek.observability.logs import current_request_id
 from kbseek.ports import VectorHit
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.lanes import LaneQuery, LaneResult, section_lane
+from kbseek.retrieval.lanes import LANES, LaneQuery, LaneResult, section_lane
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -60,16 +60,8 @@ LANE_SETTINGS = (
     "query_rewrite",
     "reranker_url",
 )
-# A lane weighted 0 does not run, so a fixture recorded so holds none of its hits; the section lane is run again.
-LANE_WEIGHTS = (
-    "weight_bm25",
-    "weight_dense",
-    "weight_l0",
-    "weight_headings",
-    "weight_dense_clauses",
-    "weight_terms",
-    "weight_clauses",
-)
+# A lane weighted 0 does not run, so a fixture recorded so holds none of its hits (the section lane is run again)
+LANE_WEIGHTS = tuple(f"weight_{lane.name}" for lane in LANES if lane.name != "section")
 
 
 def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
