@@ -114,7 +114,8 @@ def test_only_a_title_or_keyword_names_the_runbook(kb):
         scores = section_lane(kb.indexes, query).scores
         return {kb.indexes.chunks[c].source_path: score for c, score in scores.items()}
 
-    assert len(set(lane(match).values())) == 2 and max(lane(match).values()) == lane(match)["ops/cpu.md"]
+    named = lane(match)
+    assert len(set(named.values())) == 2 and max(named.values()) == named["ops/cpu.md"]
     for field, exact in (("summary", True), ("summary", False), ("category", True)):
         weaker = replace(match, field=field, exact=exact, score=TIERS[field, exact], matched_keywords=())
         assert len(set(lane(weaker).values())) == 1, field
