@@ -90,6 +90,7 @@ def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
 
 def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str]) -> list[str]:
     """One table row per set and configuration (the default first)."""
+    from kbseek.errors import DatasetError
     from kbseek.evaluation.replay import load
     from kbseek.evaluation.runner import evaluate, parse_configs
     from kbseek.settings import Settings
@@ -106,7 +107,11 @@ def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str]) -> list[str]
         if not path.exists():
             rows.append(f"| {s.name} | not recorded: `sweep.py record --sets {s.name}` | | | | |")
             continue
-        report = evaluate(dataset(s), policies=POLICIES, configs=configs, ks=(5, 10), fixture=load(path), base=base)
+        try:
+            report = evaluate(dataset(s), policies=POLICIES, configs=configs, ks=(5, 10), fixture=load(path), base=base)
+        except DatasetError as exc:  # a stale fixture, or a setting it cannot replay: said in its row
+            rows.append(f"| {s.name} | {exc.message} | | | | |")
+            continue
         runs = {r["name"]: r for r in report["runs"]}
         for name, _ in configs:
             suffix = "" if len(configs) == 1 else f"/{name}"
@@ -143,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true", help="record again over an existing fixture")
     args = parser.parse_args(argv)
     by_name = {s.name: s for s in SETS}
-    names = args.sets.split(",") if args.sets else [s.name for s in SETS if args.test or not s.test]
+    default = [s.name for s in SETS if args.test or not s.test]
+    names = [n.strip() for n in args.sets.split(",")] if args.sets else default
     unknown = [n for n in names if n not in by_name]
     if unknown:
         parser.error(f"unknown set(s) {', '.join(unknown)}; known: {', '.join(by_name)}")

@@ -121,7 +121,8 @@ def test_noise_from_another_machine_passes_the_gate_though_rankings_differ(recor
 @pytest.mark.parametrize(
     ("policy", "overrides", "failing"),
     [
-        ("hybrid", {"weight_dense": 0.0}, "ndcg@10"),  # the dense lane lost
+        # the dense lanes lost (nearly: a lane switched off would change the pool the per-question lane recorded)
+        ("hybrid", {"weight_dense": 0.01, "weight_dense_clauses": 0.0}, "ndcg@10"),
         (
             "answer:hybrid",
             {"answerability_cut": 0.5},
@@ -205,7 +206,8 @@ def test_a_replay_refuses_what_the_fixture_does_not_hold(recorded):
         ({"cross_language_terms": 0}, "cross_language_terms=2 (tried: 0)"),  # the text the dense lane embeds
         ({"domain_filter": True}, "domain_filter=False (tried: True)"),  # the lanes a live recall filters
         ({"weight_headings": 0.5}, "weight_headings=0.0 (tried: 0.5)"),  # a lane recorded off holds no hits
-        ({"reranker_url": "https://user:secret@reranker.invalid/rerank"}, "reranker_url=False (tried: True)"),
+        ({"weight_dense": 0.0}, "weight_dense=1.0 (tried: 0.0)"),  # the per-question lane pooled its documents
+        ({"reranker_url": "https://user:secret@reranker.invalid/rerank"}, "a replay does not rerank"),
     ],
 )
 def test_a_replay_refuses_settings_that_would_have_recorded_other_lanes(recorded, overrides, named):
@@ -216,17 +218,26 @@ def test_a_replay_refuses_settings_that_would_have_recorded_other_lanes(recorded
         as_report_run(kb, fixture, "hybrid", **overrides)
     assert "secret" not in str(refused.value)
     older = {key: value for key, value in fixture.items() if key != "settings"}  # recorded before settings were
-    with pytest.raises(DatasetError, match=re.escape(named)):
+    with pytest.raises(DatasetError, match=re.escape(named)) as refused:
         as_report_run(kb, older, "hybrid", **overrides)
+    assert "reranker_url" in overrides or "assumed" in str(refused.value)
+
+
+def test_a_fixture_records_what_its_synonyms_file_holds_not_its_name(tmp_path):
+    synonyms = tmp_path / "synonyms.txt"
+    synonyms.write_text("连不上 = 连接失败\n", encoding="utf-8")
+    before = lane_settings(Settings(synonyms_file=synonyms))["synonyms_file"]
+    synonyms.write_text("连不上 = 连接失败, connection refused\n", encoding="utf-8")
+    assert lane_settings(Settings(synonyms_file=synonyms))["synonyms_file"] != before
+    assert lane_settings(Settings())["synonyms_file"] is None
 
 
 def test_a_replay_takes_what_it_re_scores(recorded):
     kb, fixture = recorded
     assert fixture["settings"]["lexicon_weight"] == kb.settings.lexicon_weight
-    # of a reranker the fixture keeps only whether one was set: its URL may carry credentials
-    with_reranker = lane_settings(kb.settings.model_copy(update={"reranker_url": "https://u:secret@reranker.invalid"}))
-    assert with_reranker["reranker_url"] is True and "secret" not in json.dumps(with_reranker)
+    assert "dense_clauses" in {lane for case in fixture["cases"].values() for lane in case["candidates"]}
     plain = as_report_run(kb, fixture, "hybrid")
+    # the L0 lane off: the per-question lane pools only BM25's and the dense lane's documents
     for overrides in ({"weight_l0": 0.0}, {"fusion": "rrf", "weight_dense": 2.0}, {"similarity_high": 0.95}):
         assert as_report_run(kb, fixture, "hybrid", **overrides)["metrics"]  # fused and levelled again, not refused
     assert as_report_run(kb, fixture, "hybrid", fusion="rrf")["per_query"] != plain["per_query"]

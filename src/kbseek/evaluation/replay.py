@@ -21,6 +21,7 @@ from typing import Any
 
 from kbseek.core.alertline import clean as clean_query
 from kbseek.core.alertline import looks_like_alert
+from kbseek.core.ids import sha256_hex
 from kbseek.core.keywords import DocumentMatch, KeywordHint
 from kbseek.core.results import CategoryFilter, RecallResult
 from kbseek.errors import DatasetError
@@ -41,27 +42,25 @@ from kbseek.settings import Settings
 FORMAT = 1
 RECORD_DEPTH = recall_depth(ANSWER_TOP_K)  # what lookup_knowledge recalls for the largest answer
 # Settings that shape the recorded lanes, which a replay reads as recorded and cannot run again: the chunks and
-# their vectors, BM25's scoring, the words a query's lanes read, the filter and the reranker a live recall applies.
-# Not the embedder: a replay runs without one, and the fixture names the model its cosines came from.
+# their vectors, BM25's scoring, the words a query's lanes read and the filter a live recall applies. Not the
+# embedder: a replay runs without one, and the fixture names the model its cosines came from.
+EMBEDDING_SETTINGS = ("embedder_model", "embedding_engine", "embedding_input", "embed_summaries", "latent_terms")
 LANE_SETTINGS = (
     "chunk_size",
     "chunk_overlap",
     "bm25_k1",
     "bm25_b",
-    "embedder_model",
-    "embedding_engine",
-    "embedding_input",
-    "embed_summaries",
-    "latent_terms",
+    *EMBEDDING_SETTINGS,
     "lexicon_weight",
     "cross_language_terms",
     "synonyms_file",
     "domain_filter",
-    "query_rewrite",
-    "reranker_url",
 )
 # A lane weighted 0 does not run, so a fixture recorded so holds none of its hits (the section lane is run again)
 LANE_WEIGHTS = tuple(f"weight_{lane.name}" for lane in LANES if lane.name != "section")
+_ORDER = [lane.name for lane in LANES]
+# Recorded lanes that pool other lanes' candidates: turned off, a lane they read changes what they recall live
+POOLS = {"dense_clauses": ("bm25", "dense"), **{n: tuple(_ORDER[: _ORDER.index(n)]) for n in ("headings", "terms")}}
 
 
 def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
@@ -82,41 +81,52 @@ def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
         "index_version": kb.indexes.index_version,
         "embedding_model": dense.model_id if dense is not None else None,
         "embedder": dense.embedder.model_id if dense is not None else None,
-        "depth": RECORD_DEPTH,
+        "depth": max(RECORD_DEPTH, kb.settings.lane_depth),  # a live recall fetches the deeper of the two
         "settings": lane_settings(kb.settings),
         "cases": cases,
     }
 
 
 def lane_settings(settings: Settings) -> dict[str, Any]:
-    """The settings a fixture's lanes were recorded under, as JSON; of the reranker only whether one was set (its
-    URL may carry credentials)."""
+    """The settings a fixture's lanes were recorded under, as JSON; of a synonyms file its content's digest."""
     values = {name: getattr(settings, name) for name in (*LANE_SETTINGS, *LANE_WEIGHTS)}
-    return {name: _json(name, value) for name, value in values.items()}
-
-
-def _json(name: str, value: Any) -> Any:
-    if name == "reranker_url":
-        return bool(value)
-    return str(value) if isinstance(value, Path) else value
+    file = settings.synonyms_file
+    values["synonyms_file"] = sha256_hex(file.read_bytes())[:16] if file is not None and file.is_file() else file
+    return {name: str(value) if isinstance(value, Path) else value for name, value in values.items()}
 
 
 def check_settings(fixture: dict[str, Any], settings: Settings) -> None:
     """Refuse to replay ``fixture`` under ``settings`` that would have recorded other lanes, naming each setting: a
-    replay reads the lanes as recorded, so it would score the recorded configuration under the name of another. A
-    fixture from before settings were recorded counts as recorded under the defaults."""
-    recorded = fixture.get("settings") or lane_settings(Settings.model_construct())
-    wanted = lane_settings(settings)
-    differ = [name for name in LANE_SETTINGS if name in recorded and recorded[name] != wanted[name]]
-    # a lane recorded off holds no hits; one recorded on replays at any weight (at 0 it is left out)
-    differ += [name for name in LANE_WEIGHTS if wanted[name] > 0 and recorded.get(name, 1) == 0]
-    if differ:
-        said = ", ".join(f"{name}={recorded.get(name)!r} (tried: {wanted[name]!r})" for name in differ)
+    replay reads the lanes as recorded, so it would report the recorded configuration's scores under the tried
+    one's name. A fixture from before settings were recorded is taken as recorded under the defaults."""
+    if settings.reranker_url:
         raise DatasetError(
-            f"the fixture's lanes were recorded under {said}; a replay cannot run its lanes again",
-            hint=f"record it again with {', '.join(f'KBSEEK_{name.upper()}' for name in differ)} set as tried "
-            "('kbseek eval record' reads the environment), or replay only what a replay scores again: fusion, lane "
-            "weights, relevance thresholds and the answer's shape",
+            "a replay does not rerank: it reads the recorded lanes and fuses them, and a reranker reorders a live "
+            "recall's fused hits",
+            hint="evaluate a reranker live (without --replay)",
+        )
+    assumed = "settings" not in fixture
+    recorded = lane_settings(Settings.model_construct()) if assumed else fixture["settings"]
+    wanted = lane_settings(settings)
+    names = [n for n in LANE_SETTINGS if fixture.get("embedding_model") or n not in EMBEDDING_SETTINGS]
+    differ = [name for name in names if name in recorded and recorded[name] != wanted[name]]
+    # a lane recorded off holds no hits; one recorded on replays at any weight (at 0 it is left out), except a lane
+    # that a recorded pooling lane read
+    differ += [name for name in LANE_WEIGHTS if wanted[name] > 0 and recorded.get(name, 1) == 0]
+    ran = {lane for case in fixture["cases"].values() for lane in case["candidates"]}
+    for pooling, read in POOLS.items():
+        if pooling in ran and wanted[f"weight_{pooling}"] > 0:
+            differ += [f"weight_{n}" for n in read if n in ran and wanted[f"weight_{n}"] == 0]
+    if differ:
+        said = ", ".join(f"{name}={recorded.get(name)!r} (tried: {wanted[name]!r})" for name in dict.fromkeys(differ))
+        raise DatasetError(
+            f"the fixture's lanes were recorded under {said}"
+            + (" (assumed: the fixture is older than recorded settings)" if assumed else "")
+            + "; a replay cannot run its lanes again",
+            hint=f"record it again with {', '.join(f'KBSEEK_{name.upper()}' for name in dict.fromkeys(differ))} "
+            "set as tried ('kbseek eval record' reads the environment), or replay only what a replay scores again: "
+            "fusion, lane weights (not a lane recorded off, nor one a pooling lane read), relevance thresholds and "
+            "the answer's shape",
         )
 
 
