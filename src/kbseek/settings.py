@@ -189,9 +189,7 @@ class Settings(BaseSettings):
         description="Folder of the host-wide embedding turns (every kbseek process on the host must share it); "
         "empty = <tmp>/kbseek-embedding-<uid>",
     )
-    embedding_input: str = Field(
-        default="breadcrumb", description="full | breadcrumb | spelled | text (what is embedded)"
-    )
+    embedding_input: str = Field(default="breadcrumb", description="full | breadcrumb | spelled | text")
     embed_summaries: bool = Field(
         default=True, description="Also embed title + summary + keywords of documents whose frontmatter has a summary"
     )
