@@ -67,7 +67,7 @@ def dataset(s: EvalSet) -> Any:
 
 
 def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
-    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.datasets import cached_settings, default_cache_root, open_dataset_kb
     from kbseek.evaluation.replay import record as record_lanes
     from kbseek.settings import Settings
 
@@ -77,9 +77,8 @@ def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
         if out.exists() and not force:
             print(f"{s.name}: recorded already ({out})", file=sys.stderr)
             continue
-        data, base = dataset(s), Settings()
-        home = cache_home(data, base, default_cache_root())
-        kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+        data = dataset(s)
+        kb = open_dataset_kb(data, cached_settings(data, Settings(), default_cache_root()))
         try:
             fixture = record_lanes(kb, data)
         finally:

@@ -80,7 +80,7 @@ def off_topic(set_name: str) -> list[tuple[str, str]]:
 
 
 def collect(policy: str) -> list[dict]:
-    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb  # imported here
+    from kbseek.evaluation.datasets import cached_settings, default_cache_root, open_dataset_kb  # imported here
     from kbseek.lookup.answering import question_signals  # imported here: as above
     from kbseek.observability.logs import configure_logging  # imported here: as above
     from kbseek.settings import Settings  # imported here: as above
@@ -98,10 +98,7 @@ def collect(policy: str) -> list[dict]:
     tool_module.levelled = spy
     rows = []
     for name, dataset in sets():
-        base = Settings()
-        home = cache_home(dataset, base, default_cache_root())
-        settings = Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
-        kb = open_dataset_kb(dataset, settings)
+        kb = open_dataset_kb(dataset, cached_settings(dataset, Settings(), default_cache_root()))
         try:
             for query in dataset.queries + dataset.unanswerable:
                 seen.clear()

@@ -28,7 +28,7 @@ STEPS = 1500
 
 def collect() -> list[dict]:
     # imported here: the script starts cheaply
-    from kbseek.evaluation.datasets import JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.datasets import JudgmentMapper, cached_settings, default_cache_root, open_dataset_kb
     from kbseek.observability.logs import configure_logging
     from kbseek.retrieval.ranking import DEPTH, hit_features
     from kbseek.settings import Settings
@@ -37,10 +37,7 @@ def collect() -> list[dict]:
     rows = []
     for name, dataset in sets():
         base = Settings(learned_ranker=False)  # the fused order is what the ranker is given
-        home = cache_home(dataset, base, default_cache_root())
-        kb = open_dataset_kb(
-            dataset, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
-        )
+        kb = open_dataset_kb(dataset, cached_settings(dataset, base, default_cache_root()))
         mapper = JudgmentMapper(dataset.qrels, markdown=dataset.is_markdown)
         try:
             for query in dataset.queries:

@@ -316,6 +316,7 @@ def test_the_spelled_input_embeds_into_a_collection_of_its_own(tmp_path, monkeyp
     kb.close()
     embedded: list[str] = []
     again = KnowledgeBase.open(dense_settings(tmp_path, "milvus", embedding_input="spelled"))
+    assert again.indexes.dense.counters["embedded"] == len(vector_ids(again))  # none read from the default's cache
     real = again.indexes.dense.embedder.embed_documents
     monkeypatch.setattr(
         again.indexes.dense.embedder, "embed_documents", lambda t, **kw: embedded.extend(t) or real(t, **kw)

@@ -12,7 +12,7 @@ from support import ROOT, write
 from kbseek.core.models import Chunk
 from kbseek.errors import DatasetError
 from kbseek.evaluation.cases import load_cases
-from kbseek.evaluation.datasets import JudgmentMapper, cache_home, load_dataset, open_dataset_kb
+from kbseek.evaluation.datasets import JudgmentMapper, cache_home, cached_settings, load_dataset, open_dataset_kb
 from kbseek.evaluation.replay import record
 from kbseek.evaluation.runner import evaluate, parse_configs
 from kbseek.settings import Settings
@@ -189,8 +189,7 @@ def test_a_replay_scores_what_the_live_run_scores_under_every_configuration(tmp_
     configs = [("default", {}), ("rrf", {"fusion": "rrf", "answer_per_document": 1, "coverage_low": 0.3})]
     base, cache = Settings(), tmp_path / "cache"
     live = evaluate(dataset, policies=policies, configs=configs, ks=(10,), depth=100, cache_root=cache, base=base)
-    home = cache_home(dataset, base, cache)
-    kb = open_dataset_kb(dataset, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+    kb = open_dataset_kb(dataset, cached_settings(dataset, base, cache))
     try:
         fixture = record(kb, dataset)
     finally:

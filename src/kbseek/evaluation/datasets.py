@@ -176,6 +176,13 @@ def cache_home(dataset: Dataset, settings: Settings, cache_root: Path) -> Path:
     return cache_root / f"{dataset.name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
+def cached_settings(dataset: Dataset, settings: Settings, cache_root: Path) -> Settings:
+    """``settings`` for the dataset's own knowledge base in the evaluation cache: its home there (``cache_home``),
+    SQLite in it, no folders scanned."""
+    home = cache_home(dataset, settings, cache_root)
+    return Settings(**{**settings.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
+
+
 def default_cache_root() -> Path:
     base = os.environ.get(CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "kbseek", "eval"

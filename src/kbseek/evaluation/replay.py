@@ -35,7 +35,7 @@ from kbseek.observability.logs import current_request_id
 from kbseek.ports import VectorHit
 from kbseek.retrieval import recall as retrieval
 from kbseek.retrieval.indexes import Indexes
-from kbseek.retrieval.lanes import LANES, LaneQuery, LaneResult, section_lane
+from kbseek.retrieval.lanes import LANES, POOL_SOURCES, LaneQuery, LaneResult, section_lane
 from kbseek.service import KnowledgeBase
 from kbseek.settings import Settings
 
@@ -60,7 +60,7 @@ LANE_SETTINGS = (
 LANE_WEIGHTS = tuple(f"weight_{lane.name}" for lane in LANES if lane.name != "section")
 _ORDER = [lane.name for lane in LANES]
 # Recorded lanes that pool other lanes' candidates: turned off, a lane they read changes what they recall live
-POOLS = {"dense_clauses": ("bm25", "dense"), **{n: tuple(_ORDER[: _ORDER.index(n)]) for n in ("headings", "terms")}}
+POOLS = {"dense_clauses": POOL_SOURCES, **{n: tuple(_ORDER[: _ORDER.index(n)]) for n in ("headings", "terms")}}
 
 
 def record(kb: KnowledgeBase, dataset: Dataset) -> dict[str, Any]:
@@ -266,7 +266,7 @@ class FixtureRecall:
         """The section lane run again over the recorded BM25 and dense candidates and keyword hint, under the
         configured lane weights and domain filter (``None`` when it has nothing to say): it reads only those and the
         index, so a change to it (or to the purposes it reads) replays without recording again."""
-        earlier = [LaneResult(name, lanes[name], raw[name]) for name in ("bm25", "dense") if name in lanes]
+        earlier = [LaneResult(name, lanes[name], raw[name]) for name in POOL_SOURCES if name in lanes]
         category = hint.single_domain if config.domain_filter else None  # the hint as a live recall filters it
         query = LaneQuery(
             cleaned, [], "hybrid", depth, category, hint, None, None, weights=config.fusion.weights, earlier=earlier

@@ -26,7 +26,7 @@ from kbseek.core.modes import is_answer_policy
 from kbseek.core.relevance import FIELDS as THRESHOLD_FIELDS
 from kbseek.core.relevance import STRONG_LEVELS
 from kbseek.errors import DatasetError
-from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cache_home, default_cache_root, open_dataset_kb
+from kbseek.evaluation.datasets import Dataset, JudgmentMapper, cached_settings, default_cache_root, open_dataset_kb
 from kbseek.evaluation.replay import replay_retriever
 from kbseek.evaluation.retrievers import Retriever, ToolRetriever
 from kbseek.lookup.tool import IndexRecall
@@ -232,9 +232,7 @@ def evaluate(
     kb: KnowledgeBase | None = None
     try:
         for config_name, overrides in configs:
-            settings = base.model_copy(update=overrides)
-            home = cache_home(dataset, settings, cache_root or default_cache_root())
-            settings = Settings(**{**settings.model_dump(), "home": home, "database_url": "", "scan_dirs": []})
+            settings = cached_settings(dataset, base.model_copy(update=overrides), cache_root or default_cache_root())
             if kb is None or not _same_index(kb.settings, settings):
                 if kb is not None:
                     kb.close()

@@ -207,6 +207,7 @@ def l0_recall_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
 
 
 SECTION_POOL_DOCUMENTS = 3  # documents whose every section the section and terms lanes look at
+POOL_SOURCES = ("bm25", "dense")  # the lanes whose best documents a pool takes
 
 
 def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
@@ -348,7 +349,7 @@ def _pool(indexes: Indexes, q: LaneQuery, *, documents_only: bool = False) -> li
     best_documents: dict[str, None] = {}
     for position in range(10):
         for result in q.earlier:
-            if result.name in ("bm25", "dense") and position < len(result.ids):
+            if result.name in POOL_SOURCES and position < len(result.ids):
                 best_documents.setdefault(indexes.chunks[result.ids[position]].document_id, None)
     for doc_id in list(best_documents)[:SECTION_POOL_DOCUMENTS]:
         if q.only is None or doc_id in q.only:

@@ -16,7 +16,6 @@ from kbseek.evaluation.compare import compare, load_run
 from kbseek.evaluation.report import write_report
 from kbseek.interfaces.cli.common import HELP, GlobalOptions, JsonFlag, emit, exit_on_error, load_settings, out, say
 from kbseek.observability.logs import configure_logging
-from kbseek.settings import Settings
 
 eval_app = typer.Typer(help="Measure retrieval quality on a dataset.", **HELP)
 
@@ -303,14 +302,12 @@ def eval_record(
     """Record every case's lane candidates once, for 'eval run --replay' (fusion, levels and answers re-scored
     without embedding)."""
     # Imported here: start-up cost (see common)
-    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.datasets import cached_settings, default_cache_root, open_dataset_kb
     from kbseek.evaluation.replay import record
 
     with exit_on_error(False):
         data = load_data(dataset, corpus=corpus, queries=queries, qrels=qrels, split=split)
-        base = load_settings()
-        home = cache_home(data, base, cache or default_cache_root())
-        kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+        kb = open_dataset_kb(data, cached_settings(data, load_settings(), cache or default_cache_root()))
         try:
             fixture = record(kb, data)
         finally:
@@ -338,15 +335,14 @@ def eval_calibrate(
     """Choose this knowledge base's cut for the answerability gate from its own cases; prints the setting."""
     # Imported here: start-up cost (see common)
     from kbseek.evaluation.calibration import calibrate
-    from kbseek.evaluation.datasets import cache_home, default_cache_root, open_dataset_kb
+    from kbseek.evaluation.datasets import cached_settings, default_cache_root, open_dataset_kb
 
     with exit_on_error(as_json):
         base = load_settings()
         if not GlobalOptions.verbose:
             configure_logging("ERROR")
         data = load_data(dataset, split=split)
-        home = cache_home(data, base, cache or default_cache_root())
-        kb = open_dataset_kb(data, Settings(**{**base.model_dump(), "home": home, "database_url": "", "scan_dirs": []}))
+        kb = open_dataset_kb(data, cached_settings(data, base, cache or default_cache_root()))
         try:
             result = calibrate(kb, data, answered=answered)
         finally:
