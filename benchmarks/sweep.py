@@ -4,15 +4,15 @@
     python benchmarks/sweep.py replay [--sets a,b] [--set NAME:key=value,...] [--test]
 
 A lever is kept only if it helps where it should and hurts nowhere, on every set (docs/evaluation.md). This script
-holds the sets and their arguments, records each set's fixture (``kbseek eval record``: 8 minutes for the small
-sets and 47 for the TiDB tree's first embedding, measured beside other work; 28 for SciFact), and replays the
-default configuration beside each ``--set`` (``kbseek eval run --replay``: seconds per set) as one row per set and
+holds the sets and their arguments, records each set's fixture (``kbseek eval record``: 8 minutes for the small sets
+and 47 for the TiDB tree's first embedding, measured beside other work; 28 for SciFact), and replays the default
+configuration beside each ``--set`` (``kbseek eval run --replay``: seconds per set) as one row per set and
 configuration: ``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answerable / unanswerable refused and
-evidence precision (strong pieces). A change to what the lanes recall (the dense text, BM25, the lexicon) needs a new recording: record
-with the changed code into another ``--fixtures`` folder and replay from it; a lever that is such a setting
-(``embedding_input=spelled``) is recorded and replayed with the same ``KBSEEK_*`` variable set, since a replay
-refuses settings that shaped the recorded lanes. Test splits are replayed only with ``--test``: choose on dev, then
-run the test splits once. The shared sets are read in place (``../shared/data``); nothing is copied.
+evidence precision (strong pieces). A change to what the lanes recall (the dense text, BM25, the lexicon) needs a
+new recording: record with the changed code into another ``--fixtures`` folder and replay from it; a lever that is
+such a setting (``embedding_input=spelled``) is recorded and replayed with the same ``KBSEEK_*`` variable set, since
+a replay refuses settings that shaped the recorded lanes. Test splits are replayed only with ``--test``: choose on
+dev, then run the test splits once. The shared sets are read in place (``../shared/data``); nothing is copied.
 """
 
 from __future__ import annotations
