@@ -308,21 +308,28 @@ def test_the_spelled_input_spells_out_the_breadcrumb_s_camel_case_names_not_the_
     assert "OutOfMemoryError-prone" in chunk.text and "(Out Of Memory Error)" not in embedding_input(chunk, "spelled")
 
 
-def test_the_spelled_input_embeds_into_a_collection_of_its_own(tmp_path, monkeypatch):
-    # vectors of another input are never mixed with the default's: switching re-embeds every chunk and summary
+def test_the_spelled_input_embeds_into_a_collection_of_its_own_and_embeds_only_the_texts_it_changes(
+    tmp_path, monkeypatch
+):
+    # vectors of another input are never mixed into the default's collection; a vector depends only on the text it
+    # embeds, so switching reads the default's cached vectors and embeds only the chunks whose input is spelled out
     kb = KnowledgeBase.open(dense_settings(tmp_path, "milvus"))
     load(kb)
+    assert kb.upload(ALERT.encode(), "quota.md").status == "added"
     plain = kb.indexes.dense.store.collection
+    chunks = list(kb.indexes.chunks.values())
     kb.close()
-    embedded: list[str] = []
+    changed = {embedding_input(c, "spelled") for c in chunks} - {embedding_input(c, "breadcrumb") for c in chunks}
+    assert changed and all(t.startswith("KubeQuotaAlmostFull (Kube Quota Almost Full)") for t in changed)
     again = KnowledgeBase.open(dense_settings(tmp_path, "milvus", embedding_input="spelled"))
-    assert again.indexes.dense.counters["embedded"] == len(vector_ids(again))  # none read from the default's cache
+    assert again.indexes.dense.counters["embedded"] == len(changed)  # the rest, summaries too, from the cache
+    assert again.indexes.dense.store.collection != plain
+    assert again.indexes.dense.store.ids() == vector_ids(again)
+    embedded: list[str] = []
     real = again.indexes.dense.embedder.embed_documents
     monkeypatch.setattr(
         again.indexes.dense.embedder, "embed_documents", lambda t, **kw: embedded.extend(t) or real(t, **kw)
     )
-    assert again.upload(ALERT.encode(), "quota.md").status == "added"
+    assert again.upload(ALERT.replace("most of", "nearly all of").encode(), "quota.md").status == "updated"
     assert any(t.startswith("KubeQuotaAlmostFull (Kube Quota Almost Full) > Meaning\n") for t in embedded), embedded
-    assert again.indexes.dense.store.collection != plain
-    assert again.indexes.dense.store.ids() == vector_ids(again)
     again.close()

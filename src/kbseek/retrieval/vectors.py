@@ -101,6 +101,9 @@ class DenseIndex:
         self.variant, self.fallback, self.summaries = variant, fallback, summaries
         self.counters = {"embedded": 0, "from_cache": 0}
         self.model_id = f"{embedder.model_id}|{variant}"  # the cache key and the collection name
+        # a vector depends only on the text it embeds: another input's cached vectors of the same model are read
+        # too, so switching ``embedding_input`` embeds only the texts that change
+        self._other_inputs = tuple(f"{embedder.model_id}|{v}" for v in INPUT_VARIANTS if v != variant)
         self.stopping = threading.Event()  # set at shutdown: document embedding stops between model calls
         self._text_vectors: dict[str, np.ndarray] = {}
         # the embedder's sparse head, when it has one and the settings ask for it: made after the vectors
@@ -229,7 +232,7 @@ class DenseIndex:
         read again inside it: another process (a second worker, an ingest) may have made the same vectors while
         this one waited, and then they are not made twice."""
         hashes = {key: sha256_hex(text) for key, text in texts.items()}
-        cached = self.repository.vectors(self.model_id, list(hashes.values()))
+        cached = self._cached(list(hashes.values()))
         todo = sorted({h for h in hashes.values() if h not in cached})
         by_hash = {hashes[key]: texts[key] for key in texts}
         stop = {"stop": self.stopping} if getattr(self.embedder, "stoppable", False) else {}
@@ -241,7 +244,7 @@ class DenseIndex:
             batch = todo[start : start + BATCH]
             with turn(self.stopping) if turn is not None else contextlib.nullcontext():
                 if turn is not None:
-                    cached.update(self.repository.vectors(self.model_id, batch))
+                    cached.update(self._cached(batch))
                     batch = [h for h in batch if h not in cached]
                 if not batch:
                     continue
@@ -253,6 +256,16 @@ class DenseIndex:
         self.counters["embedded"] += embedded
         self.counters["from_cache"] += len(texts) - embedded
         return {key: np.frombuffer(cached[hashes[key]], dtype="<f4") for key in texts}
+
+    def _cached(self, hashes: list[str]) -> dict[str, bytes]:
+        """Cached vectors by text hash: this input's, then for the rest another input's of the same model."""
+        found = self.repository.vectors(self.model_id, hashes)
+        for other in self._other_inputs:
+            missing = [h for h in hashes if h not in found]
+            if not missing:
+                break
+            found.update(self.repository.vectors(other, missing))
+        return found
 
     def chunk_vectors(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
         """Unit vectors of stored chunks, read back from the embedding cache (every stored chunk is in it)."""
@@ -277,7 +290,7 @@ class DenseIndex:
             if previous:
                 log.warning(
                     "embedding model changed from %s to %s: chunks are re-embedded into a new "
-                    "collection (cached vectors of the new model are reused)",
+                    "collection (cached vectors of the same texts are reused)",
                     previous,
                     self.model_id,
                 )
