@@ -11,7 +11,8 @@ configuration: ``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answera
 evidence precision (strong pieces). A change to what the lanes recall (the dense text, BM25, the lexicon) needs a
 new recording: record with the changed code into another ``--fixtures`` folder and replay from it; a lever that is
 such a setting (``embedding_input=spelled``) is recorded and replayed with the same ``KBSEEK_*`` variable set, since
-a replay refuses settings that shaped the recorded lanes. Test splits are replayed only with ``--test``: choose on
+a replay refuses settings that shaped the recorded lanes (such a recording embeds only the texts the setting
+changes: a minute for the TiDB tree). Test splits are replayed only with ``--test``: choose on
 dev, then run the test splits once. The shared sets are read in place (``../shared/data``); nothing is copied.
 """
 

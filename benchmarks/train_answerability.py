@@ -12,6 +12,8 @@ Leave-one-set-out: each set scored by a model fitted on the others. ``--write`` 
 lexical policy's recall of the same questions. The sets are read in place (``shared/data``); nothing is copied.
 The hybrid gate in ``MODELS`` is fitted with ``--exclude tidb-ops-dev`` (a refit with those rows was measured and
 dropped: docs/evaluation.md); a run without it shows, leave-one-set-out, how that fit scores the tidb-ops rows.
+``--exclude`` leaves a set out of the fit, and with ``--recollect`` out of the questions asked (the tidb-ops tree
+is the slow one).
 """
 
 from __future__ import annotations
