@@ -1,19 +1,22 @@
 """Record every evaluation set once, then replay a lever across all of them in one table (issue 17's routine).
 
     python benchmarks/sweep.py record [--sets a,b] [--force]      # lane candidates of each set, once per machine
-    python benchmarks/sweep.py replay [--sets a,b] [--set NAME:key=value,...] [--test]
+    python benchmarks/sweep.py replay [--sets a,b] [--set NAME:key=value,...] [--test] [--json DIR]
 
 A lever is kept only if it helps where it should and hurts nowhere, on every set (docs/evaluation.md). This script
 holds the sets and their arguments, records each set's fixture (``kbseek eval record``: 8 minutes for the small sets
 and 47 for the TiDB tree's first embedding, measured beside other work; 28 for SciFact), and replays the default
 configuration beside each ``--set`` (``kbseek eval run --replay``: seconds per set) as one row per set and
 configuration: ``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answerable / unanswerable refused and
-evidence precision (strong pieces). A change to what the lanes recall (the dense text, BM25, the lexicon) needs a
-new recording: record with the changed code into another ``--fixtures`` folder and replay from it; a lever that is
-such a setting (``embedding_input=spelled``) is recorded and replayed with the same ``KBSEEK_*`` variable set, since
-a replay refuses settings that shaped the recorded lanes (such a recording embeds only the texts the setting
-changes: a minute for the TiDB tree). Test splits are replayed only with ``--test``: choose on
-dev, then run the test splits once. The shared sets are read in place (``../shared/data``); nothing is copied.
+evidence precision (strong pieces); a tried configuration's MRR@5 cells add its difference from the default and the
+paired permutation test's p-value (``kbseek eval compare``). ``--json DIR`` also writes each set's report, so two
+replays (of two fixture folders, say) can be compared with ``kbseek eval compare``. A change to what the lanes
+recall (the dense text, BM25, the lexicon) needs a new recording: record with the changed code into another
+``--fixtures`` folder and replay from it; a lever that is such a setting (``embedding_input=spelled``) is recorded
+and replayed with the same ``KBSEEK_*`` variable set, since a replay refuses settings that shaped the recorded lanes
+(such a recording embeds only the texts the setting changes: a minute for the TiDB tree). Test splits are replayed
+only with ``--test``: choose on dev, then run the test splits once. The shared sets are read in place
+(``../shared/data``); nothing is copied.
 """
 
 from __future__ import annotations
@@ -88,14 +91,18 @@ def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
         print(f"{s.name}: {len(fixture['cases'])} case(s) -> {out}", file=sys.stderr)
 
 
-def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str]) -> list[str]:
-    """One table row per set and configuration (the default first)."""
+def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str], reports: Path | None = None) -> list[str]:
+    """One table row per set and configuration (the default first); each tried configuration's MRR@5 cells add its
+    difference from the default and the paired test's p-value. ``reports``: each set's report is written there as
+    ``SET.json`` too (``kbseek eval compare`` reads it, against a replay of other fixtures, say)."""
     from kbseek.errors import DatasetError
     from kbseek.evaluation.replay import load
     from kbseek.evaluation.runner import evaluate, parse_configs
     from kbseek.settings import Settings
 
     configs = [("default", {}), *parse_configs(specs)]
+    if reports is not None:
+        reports.mkdir(parents=True, exist_ok=True)
     base = Settings().model_copy(update={"embedder": "none"})  # replays embed nothing
     rows = [
         "| set | configuration | `hybrid` MRR@5 / nDCG@10 | `answer:hybrid` MRR@5 | refused (answerable / not) | "
@@ -112,14 +119,20 @@ def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str]) -> list[str]
         except DatasetError as exc:  # a stale fixture, or a setting it cannot replay: said in its row
             rows.append(f"| {s.name} | {exc.message} | | | | |")
             continue
+        if reports is not None:
+            (reports / f"{s.name}.json").write_text(json.dumps(report, ensure_ascii=False) + "\n", encoding="utf-8")
         runs = {r["name"]: r for r in report["runs"]}
+        suffix = lambda name: "" if len(configs) == 1 else f"/{name}"  # noqa: E731
+        default_runs = runs["hybrid" + suffix("default")], runs["answer:hybrid" + suffix("default")]
         for name, _ in configs:
-            suffix = "" if len(configs) == 1 else f"/{name}"
-            rows.append(f"| {s.name} | {name} | {row(runs['hybrid' + suffix], runs['answer:hybrid' + suffix])}")
+            tried = runs["hybrid" + suffix(name)], runs["answer:hybrid" + suffix(name)]
+            rows.append(f"| {s.name} | {name} | {row(*tried, against=None if name == 'default' else default_runs)}")
     return rows
 
 
-def row(recall: dict[str, Any], answer: dict[str, Any]) -> str:
+def row(
+    recall: dict[str, Any], answer: dict[str, Any], *, against: tuple[dict[str, Any], dict[str, Any]] | None = None
+) -> str:
     mean = lambda run, k: run["metrics"][k]["mean"]  # noqa: E731
     refused, evidence = answer["no_answer"], answer.get("evidence") or {}
     unanswerable = refused.get("unanswerable_refused")
@@ -127,8 +140,8 @@ def row(recall: dict[str, Any], answer: dict[str, Any]) -> str:
     return (
         " | ".join(
             [
-                f"{mean(recall, 'mrr@5'):.3f} / {mean(recall, 'ndcg@10'):.3f}",
-                f"{mean(answer, 'mrr@5'):.3f}",
+                f"{mean(recall, 'mrr@5'):.3f} / {mean(recall, 'ndcg@10'):.3f}" + paired(against, 0, recall),
+                f"{mean(answer, 'mrr@5'):.3f}" + paired(against, 1, answer),
                 f"{refused['answerable_refused']:.1%} / "
                 + (f"{unanswerable:.1%}" if unanswerable is not None else "–"),
                 f"{precision:.3f} ({evidence['strong_pieces']})" if precision is not None else "–",
@@ -136,6 +149,16 @@ def row(recall: dict[str, Any], answer: dict[str, Any]) -> str:
         )
         + " |"
     )
+
+
+def paired(against: tuple[dict[str, Any], ...] | None, which: int, run: dict[str, Any]) -> str:
+    """`` (+0.015, p 0.04)``: MRR@5's difference from the default's run and its paired permutation test."""
+    if against is None:
+        return ""
+    from kbseek.evaluation.compare import compare  # imported here: as above
+
+    result = compare(against[which], run, metric="mrr@5")
+    return f" ({result['mean_difference']:+.3f}, p {result['p_value']:.2f})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -146,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fixtures", type=Path, default=FIXTURES, help=f"fixture folder (default {FIXTURES})")
     parser.add_argument("--test", action="store_true", help="the test splits too: run once, after choosing on dev")
     parser.add_argument("--force", action="store_true", help="record again over an existing fixture")
+    parser.add_argument("--json", type=Path, dest="reports", help="replay: each set's report to DIR/SET.json")
     args = parser.parse_args(argv)
     by_name = {s.name: s for s in SETS}
     default = [s.name for s in SETS if args.test or not s.test]
@@ -159,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "record":
         record(chosen, args.fixtures, force=args.force)
     else:
-        print("\n".join(replay(chosen, args.fixtures, args.specs)))
+        print("\n".join(replay(chosen, args.fixtures, args.specs, args.reports)))
 
 
 if __name__ == "__main__":
