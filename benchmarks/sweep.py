@@ -10,12 +10,13 @@ configuration beside each ``--set`` (``kbseek eval run --replay``: seconds per s
 configuration: ``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answerable / unanswerable refused and
 evidence precision (strong pieces); a tried configuration's MRR@5 cells add its difference from the default and the
 paired permutation test's p-value (``kbseek eval compare``). ``--json DIR`` also writes each set's report, so two
-replays (of two fixture folders, say) can be compared with ``kbseek eval compare``. A change to what the lanes
-recall (the dense text, BM25, the lexicon) needs a new recording: record with the changed code into another
-``--fixtures`` folder and replay from it; a lever that is such a setting (``embedding_input=spelled``) is recorded
-and replayed with the same ``KBSEEK_*`` variable set, since a replay refuses settings that shaped the recorded lanes
-(such a recording embeds only the texts the setting changes: a minute for the TiDB tree). Test splits are replayed
-only with ``--test``: choose on dev, then run the test splits once. The shared sets are read in place
+replays (of two fixture folders, say) can be compared with ``kbseek eval compare`` (its runs are named ``hybrid``
+without ``--set``, ``hybrid/default`` and ``hybrid/NAME`` with: replay both with the same ``--set`` list). A change
+to what the lanes recall (the dense text, BM25, the lexicon) needs a new recording: record with the changed code
+into another ``--fixtures`` folder and replay from it; a lever that is such a setting (``embedding_input=spelled``)
+is recorded and replayed with the same ``KBSEEK_*`` variable set, since a replay refuses settings that shaped the
+recorded lanes (such a recording embeds only the texts the setting changes: a minute for the TiDB tree). Test splits
+are replayed only with ``--test``: choose on dev, then run the test splits once. The shared sets are read in place
 (``../shared/data``); nothing is copied.
 """
 
@@ -100,7 +101,11 @@ def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str], reports: Pat
     from kbseek.evaluation.runner import evaluate, parse_configs
     from kbseek.settings import Settings
 
-    configs = [("default", {}), *parse_configs(specs)]
+    tried = parse_configs(specs)
+    names = [name for name, _ in tried]
+    if "default" in names or len(set(names)) < len(names):
+        raise SystemExit(f"--set names must be unique and not 'default' (given: {', '.join(names)})")
+    configs = [("default", {}), *tried]
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
     base = Settings().model_copy(update={"embedder": "none"})  # replays embed nothing
@@ -111,6 +116,8 @@ def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str], reports: Pat
     ]
     for s in chosen:
         path = fixtures / f"{s.name}.json"
+        if reports is not None:  # a set that fails below leaves no report of an earlier replay behind
+            (reports / f"{s.name}.json").unlink(missing_ok=True)
         if not path.exists():
             rows.append(f"| {s.name} | not recorded: `sweep.py record --sets {s.name}` | | | | |")
             continue
@@ -125,8 +132,8 @@ def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str], reports: Pat
         suffix = lambda name: "" if len(configs) == 1 else f"/{name}"  # noqa: E731
         default_runs = runs["hybrid" + suffix("default")], runs["answer:hybrid" + suffix("default")]
         for name, _ in configs:
-            tried = runs["hybrid" + suffix(name)], runs["answer:hybrid" + suffix(name)]
-            rows.append(f"| {s.name} | {name} | {row(*tried, against=None if name == 'default' else default_runs)}")
+            pair = runs["hybrid" + suffix(name)], runs["answer:hybrid" + suffix(name)]
+            rows.append(f"| {s.name} | {name} | {row(*pair, against=None if name == 'default' else default_runs)}")
     return rows
 
 
@@ -158,7 +165,7 @@ def paired(against: tuple[dict[str, Any], ...] | None, which: int, run: dict[str
     from kbseek.evaluation.compare import compare  # imported here: as above
 
     result = compare(against[which], run, metric="mrr@5")
-    return f" ({result['mean_difference']:+.3f}, p {result['p_value']:.2f})"
+    return f" ({result['mean_difference']:+.3f}, p {result['p_value']:.2g})"  # 0.0001 is the smallest it gives
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,8 +12,10 @@ Leave-one-set-out: each set scored by a model fitted on the others. ``--write`` 
 lexical policy's recall of the same questions. The sets are read in place (``shared/data``); nothing is copied.
 The hybrid gate in ``MODELS`` is fitted with ``--exclude tidb-ops-dev`` (a refit with those rows was measured and
 dropped: docs/evaluation.md); a run without it shows, leave-one-set-out, how that fit scores the tidb-ops rows.
-``--exclude`` leaves a set out of the fit, and with ``--recollect`` out of the questions asked (the tidb-ops tree
-is the slow one).
+``--exclude`` leaves a set out of the fit, and out of the questions asked when the signals are collected
+(``--recollect``, or no signals file yet; the tidb-ops tree is the slow one). The signals file says which sets it
+skipped and which ``embedding_input`` its cosines come from; a run that needs more, or reads another input, is told
+to ``--recollect``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def sets() -> list[tuple[str, object]]:
     ]
     return found
 
+
+SET_NAMES = ("golden-dev", "superbizagent-dev", "prometheus", "superbizagent-written-dev", "tidb-ops-dev")  # sets()
 
 OFF_TOPIC = 30  # questions of each off-topic bank asked of every knowledge base
 # (bank, queries file, knowledge bases it is off-topic for): none of these sets' questions is answered by those
@@ -180,18 +184,31 @@ def cut_for(p_pos: np.ndarray) -> float:
 
 def main() -> None:
     from kbseek.core.answerability import FEATURES, LEXICAL_FEATURES  # imported here: as above
+    from kbseek.settings import Settings  # imported here: as above
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--policy", choices=("hybrid", "lexical"), default="hybrid")
     parser.add_argument("--signals", type=Path, default=None, help="default /tmp/answerability-signals-POLICY.json")
     parser.add_argument("--recollect", action="store_true")
     parser.add_argument("--write", action="store_true")
-    parser.add_argument("--exclude", action="append", default=[], help="leave a set's rows out of the fit")
+    parser.add_argument(
+        "--exclude", action="append", default=[], choices=SET_NAMES, help="leave a set's rows out of the fit"
+    )
     args = parser.parse_args()
     signals = args.signals or Path(f"/tmp/answerability-signals-{args.policy}.json")
+    embedding_input = Settings().embedding_input  # what the cosines were read from
     if args.recollect or not signals.exists():
-        signals.write_text(json.dumps(collect(args.policy, args.exclude)))
-    rows = [r for r in json.loads(signals.read_text()) if r["set"] not in args.exclude]
+        rows = collect(args.policy, args.exclude)
+        saved = {"embedding_input": embedding_input, "skipped": sorted(args.exclude), "rows": rows}
+        signals.write_text(json.dumps(saved))
+    saved = json.loads(signals.read_text())
+    saved = saved if isinstance(saved, dict) else {"rows": saved}  # a file written before it said what it holds
+    if saved.get("embedding_input", embedding_input) != embedding_input:
+        parser.error(f"{signals} holds signals of embedding_input={saved['embedding_input']}: --recollect")
+    missing = sorted(set(saved.get("skipped", ())) - set(args.exclude))
+    if missing:
+        parser.error(f"{signals} was collected without {', '.join(missing)}: --recollect to fit on it")
+    rows = [r for r in saved["rows"] if r["set"] not in args.exclude]
     features = LEXICAL_FEATURES if args.policy == "lexical" else FEATURES
     x = np.array([[r["x"][name] for name in features] for r in rows], dtype=float)
     y = np.array([r["label"] for r in rows], dtype=float)

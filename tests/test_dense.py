@@ -15,6 +15,7 @@ import pytest
 from support import doc, reply_json
 
 from kbseek.adapters.embedders import OpenAIEmbedder
+from kbseek.core.ids import sha256_hex
 from kbseek.core.markdown import chunk_document
 from kbseek.errors import EmbeddingError, StorageError
 from kbseek.ports import VectorRecord
@@ -318,18 +319,22 @@ def test_the_spelled_input_embeds_into_a_collection_of_its_own_and_embeds_only_t
     assert kb.upload(ALERT.encode(), "quota.md").status == "added"
     plain = kb.indexes.dense.store.collection
     chunks = list(kb.indexes.chunks.values())
+    before = kb.indexes.dense.chunk_vectors(chunks)
     kb.close()
     changed = {embedding_input(c, "spelled") for c in chunks} - {embedding_input(c, "breadcrumb") for c in chunks}
     assert changed and all(t.startswith("KubeQuotaAlmostFull (Kube Quota Almost Full)") for t in changed)
     again = KnowledgeBase.open(dense_settings(tmp_path, "milvus", embedding_input="spelled"))
-    assert again.indexes.dense.counters["embedded"] == len(changed)  # the rest, summaries too, from the cache
-    assert again.indexes.dense.store.collection != plain
-    assert again.indexes.dense.store.ids() == vector_ids(again)
+    dense = again.indexes.dense
+    assert dense.counters["embedded"] == len(changed)  # the rest, summaries too, from the cache
+    assert len(dense.repository.vectors(dense.model_id, [sha256_hex(t) for t in changed])) == len(changed)
+    after = dense.chunk_vectors(chunks)
+    same = [c.id for c in chunks if embedding_input(c, "spelled") not in changed]
+    assert same and all(after[i].tobytes() == before[i].tobytes() for i in same)  # read back under their own text
+    assert dense.store.collection != plain
+    assert dense.store.ids() == vector_ids(again)
     embedded: list[str] = []
-    real = again.indexes.dense.embedder.embed_documents
-    monkeypatch.setattr(
-        again.indexes.dense.embedder, "embed_documents", lambda t, **kw: embedded.extend(t) or real(t, **kw)
-    )
+    real = dense.embedder.embed_documents
+    monkeypatch.setattr(dense.embedder, "embed_documents", lambda t, **kw: embedded.extend(t) or real(t, **kw))
     assert again.upload(ALERT.replace("most of", "nearly all of").encode(), "quota.md").status == "updated"
     assert any(t.startswith("KubeQuotaAlmostFull (Kube Quota Almost Full) > Meaning\n") for t in embedded), embedded
     again.close()

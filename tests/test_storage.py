@@ -83,3 +83,13 @@ def test_the_version_counter_is_read_afresh_by_another_repository(kb, settings):
         assert len(set(seen)) == 4 and seen == sorted(seen) and seen[-1] == kb.repository.version()
     finally:
         other_engine.dispose()
+
+
+def test_the_embedding_cache_reads_the_fallback_ids_only_for_what_its_own_lacks_in_their_order(kb):
+    own, first, second = b"\x01" * 8, b"\x02" * 8, b"\x03" * 8
+    kb.repository.save_vectors("m|spelled", 2, {"h1": own})
+    kb.repository.save_vectors("m|breadcrumb", 2, {"h1": first, "h2": first})
+    kb.repository.save_vectors("m|full", 2, {"h2": second, "h3": second})
+    found = kb.repository.vectors("m|spelled", ["h1", "h2", "h3", "h4"], ["m|breadcrumb", "m|full"])
+    assert found == {"h1": own, "h2": first, "h3": second}
+    assert kb.repository.vectors("m|spelled", ["h1", "h2"]) == {"h1": own}  # no fallback: its own rows only

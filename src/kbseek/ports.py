@@ -132,12 +132,13 @@ class IndexSource(Protocol):
 class EmbeddingCache(Protocol):
     """Vectors already computed, kept in the database so that no text is embedded twice (``retrieval.vectors``).
 
-    * ``vectors`` returns the float32 bytes cached for ``model_id`` by input-text hash, for the hashes it has.
+    * ``vectors`` returns the float32 bytes cached for ``model_id`` by input-text hash, for the hashes it has; a hash
+      it lacks is looked up under the ``fallback`` ids, in their order (another input of the same model).
     * ``save_vectors`` caches more; it may skip writing (a cache), never raise for a storage failure.
     * ``meta``/``set_meta`` hold small notes, such as the embedding model the knowledge base last used.
     """
 
-    def vectors(self, model_id: str, hashes: list[str]) -> dict[str, bytes]: ...
+    def vectors(self, model_id: str, hashes: list[str], fallback: Sequence[str] = ()) -> dict[str, bytes]: ...
 
     def save_vectors(self, model_id: str, dim: int, rows: dict[str, bytes]) -> None: ...
 

@@ -1,13 +1,13 @@
 """The dense lane (L1): chunk vectors in a vector store, kept in step with the database.
 
-Vectors come from the embedding cache when the same input text was embedded by the same model
-before, so re-ingesting unchanged chunks embeds nothing. Each model has its own collection; when
-the configured model differs from the one the knowledge base last used, that is logged and the new
-collection is filled (re-embedding), never mixed. The embedder and the stores are chosen by
-``kbseek.wiring``: mode ``auto`` uses Milvus and falls back to the in-process store when Milvus fails
-(the fallback is reported in every result); with a local Milvus Lite, queries are answered by an
-in-process mirror (Milvus Lite is pure Python and slower: ``docs/benchmarks.md``), Milvus staying the
-persistent copy and the path to a server.
+Vectors come from the embedding cache when the same input text was embedded by the same model before
+(under any ``embedding_input``), so re-ingesting unchanged chunks embeds nothing. Each model and input
+has its own collection; when they differ from the ones the knowledge base last used, that is logged and
+the new collection is filled (embedding only the texts not cached), never mixed. The embedder and the
+stores are chosen by ``kbseek.wiring``: mode ``auto`` uses Milvus and falls back to the in-process store
+when Milvus fails (the fallback is reported in every result); with a local Milvus Lite, queries are
+answered by an in-process mirror (Milvus Lite is pure Python and slower: ``docs/benchmarks.md``), Milvus
+staying the persistent copy and the path to a server.
 """
 
 from __future__ import annotations
@@ -258,14 +258,8 @@ class DenseIndex:
         return {key: np.frombuffer(cached[hashes[key]], dtype="<f4") for key in texts}
 
     def _cached(self, hashes: list[str]) -> dict[str, bytes]:
-        """Cached vectors by text hash: this input's, then for the rest another input's of the same model."""
-        found = self.repository.vectors(self.model_id, hashes)
-        for other in self._other_inputs:
-            missing = [h for h in hashes if h not in found]
-            if not missing:
-                break
-            found.update(self.repository.vectors(other, missing))
-        return found
+        """Cached vectors by text hash: this input's, else another input's of the same model (one read)."""
+        return self.repository.vectors(self.model_id, hashes, self._other_inputs)
 
     def chunk_vectors(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
         """Unit vectors of stored chunks, read back from the embedding cache (every stored chunk is in it)."""
@@ -289,8 +283,8 @@ class DenseIndex:
         if previous != self.model_id:
             if previous:
                 log.warning(
-                    "embedding model changed from %s to %s: chunks are re-embedded into a new "
-                    "collection (cached vectors of the same texts are reused)",
+                    "embedding model changed from %s to %s: chunks are written into a new collection "
+                    "(vectors cached for this model under any input are reused, the rest embedded)",
                     previous,
                     self.model_id,
                 )

@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import logging
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -207,18 +207,23 @@ class SqlRepository:
                 .values(analyzer_version=new_version)
             )
 
-    def vectors(self, model_id: str, hashes: builtins.list[str]) -> dict[str, bytes]:
-        """Cached vectors (float32 bytes) of ``model_id`` by input-text hash."""
-        found: dict[str, bytes] = {}
+    def vectors(self, model_id: str, hashes: builtins.list[str], fallback: Sequence[str] = ()) -> dict[str, bytes]:
+        """Cached vectors (float32 bytes) of ``model_id`` by input-text hash, else of the first ``fallback`` id that
+        has the hash: one query per batch whatever the number of ids."""
+        ids = [model_id, *fallback]
+        rank = {m: i for i, m in enumerate(ids)}
+        found: dict[str, tuple[int, bytes]] = {}
         with self._session() as session:
             for batch in _batches(sorted(set(hashes))):
                 rows = session.execute(
-                    select(EmbeddingRow.text_hash, EmbeddingRow.vector).where(
-                        EmbeddingRow.model_id == model_id, EmbeddingRow.text_hash.in_(batch)
+                    select(EmbeddingRow.model_id, EmbeddingRow.text_hash, EmbeddingRow.vector).where(
+                        EmbeddingRow.model_id.in_(ids), EmbeddingRow.text_hash.in_(batch)
                     )
                 )
-                found.update({digest: vector for digest, vector in rows})
-        return found
+                for owner, digest, vector in rows:
+                    if digest not in found or rank[owner] < found[digest][0]:
+                        found[digest] = (rank[owner], vector)
+        return {digest: vector for digest, (_, vector) in found.items()}
 
     def save_vectors(self, model_id: str, dim: int, rows: dict[str, bytes]) -> None:
         if not rows:
