@@ -92,19 +92,17 @@ def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
         print(f"{s.name}: {len(fixture['cases'])} case(s) -> {out}", file=sys.stderr)
 
 
-def replay(chosen: list[EvalSet], fixtures: Path, specs: list[str], reports: Path | None = None) -> list[str]:
+def replay(
+    chosen: list[EvalSet], fixtures: Path, tried: list[tuple[str, dict[str, Any]]], reports: Path | None = None
+) -> list[str]:
     """One table row per set and configuration (the default first); each tried configuration's MRR@5 cells add its
     difference from the default and the paired test's p-value. ``reports``: each set's report is written there as
     ``SET.json`` too (``kbseek eval compare`` reads it, against a replay of other fixtures, say)."""
     from kbseek.errors import DatasetError
     from kbseek.evaluation.replay import load
-    from kbseek.evaluation.runner import evaluate, parse_configs
+    from kbseek.evaluation.runner import evaluate
     from kbseek.settings import Settings
 
-    tried = parse_configs(specs)
-    names = [name for name, _ in tried]
-    if "default" in names or len(set(names)) < len(names):
-        raise SystemExit(f"--set names must be unique and not 'default' (given: {', '.join(names)})")
     configs = [("default", {}), *tried]
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
@@ -168,6 +166,21 @@ def paired(against: tuple[dict[str, Any], ...] | None, which: int, run: dict[str
     return f" ({result['mean_difference']:+.3f}, p {result['p_value']:.2g})"  # 0.0001 is the smallest it gives
 
 
+def configurations(parser: argparse.ArgumentParser, specs: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``--set`` configurations, each named once and none ``default`` (the row they are compared with)."""
+    from kbseek.errors import DatasetError  # imported here: as above
+    from kbseek.evaluation.runner import parse_configs  # imported here: as above
+
+    try:
+        tried = parse_configs(specs)
+    except DatasetError as exc:
+        parser.error(exc.message)
+    names = [name for name, _ in tried]
+    if "default" in names or len(set(names)) < len(names):
+        parser.error(f"--set names must be unique and not 'default' (given: {', '.join(names)})")
+    return tried
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("record", "replay"))
@@ -185,12 +198,15 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown set(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     chosen = [by_name[n] for n in names]
+    tried = configurations(parser, args.specs)
+    if args.command == "record" and tried:
+        parser.error("--set is for replay: a recording takes its settings from KBSEEK_* variables")
     if args.command == "replay" and any(s.test for s in chosen) and not args.test:
         parser.error("test splits are replayed only with --test (choose on dev, then run them once)")
     if args.command == "record":
         record(chosen, args.fixtures, force=args.force)
     else:
-        print("\n".join(replay(chosen, args.fixtures, args.specs, args.reports)))
+        print("\n".join(replay(chosen, args.fixtures, tried, args.reports)))
 
 
 if __name__ == "__main__":

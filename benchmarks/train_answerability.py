@@ -1,6 +1,7 @@
 """Fit the answerability gate (``kbseek.core.answerability``) on dev/train splits only, and check it leave-one-set-out.
 
     python benchmarks/train_answerability.py [--policy hybrid|lexical] [--signals FILE] [--recollect] [--write]
+        [--exclude SET]
 
 Each dev/train question is asked as a default ``lookup_knowledge`` request; the recall its gate reads gives the
 signals (``lookup.answering.question_signals``). Positives: the answerable questions. Negatives: the questions written
@@ -14,8 +15,8 @@ The hybrid gate in ``MODELS`` is fitted with ``--exclude tidb-ops-dev`` (a refit
 dropped: docs/evaluation.md); a run without it shows, leave-one-set-out, how that fit scores the tidb-ops rows.
 ``--exclude`` leaves a set out of the fit, and out of the questions asked when the signals are collected
 (``--recollect``, or no signals file yet; the tidb-ops tree is the slow one). The signals file says which sets it
-skipped and which ``embedding_input`` its cosines come from; a run that needs more, or reads another input, is told
-to ``--recollect``.
+skipped, the policy it was asked under and the ``embedding_input`` its cosines come from; a run that needs more, or
+asks otherwise, is told to ``--recollect``.
 """
 
 from __future__ import annotations
@@ -196,15 +197,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     signals = args.signals or Path(f"/tmp/answerability-signals-{args.policy}.json")
-    embedding_input = Settings().embedding_input  # what the cosines were read from
+    # what the rows were read from: the lexical gate reads no cosines, so the embedded input does not matter to it
+    source = {"policy": args.policy, "embedding_input": Settings().embedding_input if args.policy == "hybrid" else None}
     if args.recollect or not signals.exists():
         rows = collect(args.policy, args.exclude)
-        saved = {"embedding_input": embedding_input, "skipped": sorted(args.exclude), "rows": rows}
-        signals.write_text(json.dumps(saved))
+        signals.write_text(json.dumps(source | {"skipped": sorted(args.exclude), "rows": rows}))
     saved = json.loads(signals.read_text())
-    saved = saved if isinstance(saved, dict) else {"rows": saved}  # a file written before it said what it holds
-    if saved.get("embedding_input", embedding_input) != embedding_input:
-        parser.error(f"{signals} holds signals of embedding_input={saved['embedding_input']}: --recollect")
+    if not isinstance(saved, dict):
+        parser.error(f"{signals} does not say what it was collected from (an older file): --recollect")
+    for key, value in source.items():
+        if saved.get(key) != value:
+            parser.error(f"{signals} holds signals of {key}={saved.get(key)}, not {value}: --recollect")
     missing = sorted(set(saved.get("skipped", ())) - set(args.exclude))
     if missing:
         parser.error(f"{signals} was collected without {', '.join(missing)}: --recollect to fit on it")

@@ -90,6 +90,9 @@ def test_the_embedding_cache_reads_the_fallback_ids_only_for_what_its_own_lacks_
     kb.repository.save_vectors("m|spelled", 2, {"h1": own})
     kb.repository.save_vectors("m|breadcrumb", 2, {"h1": first, "h2": first})
     kb.repository.save_vectors("m|full", 2, {"h2": second, "h3": second})
-    found = kb.repository.vectors("m|spelled", ["h1", "h2", "h3", "h4"], ["m|breadcrumb", "m|full"])
+    found = kb.repository.vectors("m|spelled", ["h1", "h2", "h3", "h4"], ("m|breadcrumb", "m|full"))
     assert found == {"h1": own, "h2": first, "h3": second}
+    # the other order of preference: whatever order the database returns rows in, the order given decides
+    found = kb.repository.vectors("m|spelled", ["h1", "h2", "h3"], ("m|full", "m|breadcrumb", "m|spelled"))
+    assert found == {"h1": own, "h2": second, "h3": second}
     assert kb.repository.vectors("m|spelled", ["h1", "h2"]) == {"h1": own}  # no fallback: its own rows only

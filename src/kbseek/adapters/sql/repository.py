@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import logging
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -207,10 +207,10 @@ class SqlRepository:
                 .values(analyzer_version=new_version)
             )
 
-    def vectors(self, model_id: str, hashes: builtins.list[str], fallback: Sequence[str] = ()) -> dict[str, bytes]:
+    def vectors(self, model_id: str, hashes: builtins.list[str], fallback: tuple[str, ...] = ()) -> dict[str, bytes]:
         """Cached vectors (float32 bytes) of ``model_id`` by input-text hash, else of the first ``fallback`` id that
         has the hash: one query per batch whatever the number of ids."""
-        ids = [model_id, *fallback]
+        ids = list(dict.fromkeys((model_id, *fallback)))  # an id listed twice keeps its first place
         rank = {m: i for i, m in enumerate(ids)}
         found: dict[str, tuple[int, bytes]] = {}
         with self._session() as session:
