@@ -2,6 +2,7 @@
 
     python benchmarks/sweep.py record [--sets a,b] [--force]      # lane candidates of each set, once per machine
     python benchmarks/sweep.py replay [--sets a,b] [--set NAME:key=value,...] [--test] [--json DIR]
+    python benchmarks/sweep.py replay --against DIR --against-set key=value      # fixtures recorded under a lever
 
 A lever is kept only if it helps where it should and hurts nowhere, on every set (docs/evaluation.md). This script
 holds the sets and their arguments, records each set's fixture (``kbseek eval record``: 8 minutes for the small sets
@@ -13,11 +14,12 @@ paired permutation test's p-value (``kbseek eval compare``). ``--json DIR`` also
 replays (of two fixture folders, say) can be compared with ``kbseek eval compare`` (its runs are named ``hybrid``
 without ``--set``, ``hybrid/default`` and ``hybrid/NAME`` with: replay both with the same ``--set`` list). A change
 to what the lanes recall (the dense text, BM25, the lexicon) needs a new recording: record with the changed code
-into another ``--fixtures`` folder and replay from it; a lever that is such a setting (``embedding_input=spelled``)
-is recorded and replayed with the same ``KBSEEK_*`` variable set, since a replay refuses settings that shaped the
-recorded lanes (such a recording embeds only the texts the setting changes: a minute for the TiDB tree). Test splits
-are replayed only with ``--test``: choose on dev, then run the test splits once. The shared sets are read in place
-(``../shared/data``); nothing is copied.
+into another ``--fixtures`` folder; a lever that is such a setting (``embedding_input=spelled``) is recorded with
+its ``KBSEEK_*`` variable set (such a recording embeds only the texts the setting changes: a minute for the TiDB
+tree). ``replay --against DIR --against-set embedding_input=spelled`` then replays that folder under the settings it
+was recorded with (a replay refuses others) as one more row per set, its MRR@5 cells compared with the default's the
+same way. Test splits are replayed only with ``--test``: choose on dev, then run the test splits once. The shared
+sets are read in place (``../shared/data``); nothing is copied.
 """
 
 from __future__ import annotations
@@ -93,11 +95,16 @@ def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:
 
 
 def replay(
-    chosen: list[EvalSet], fixtures: Path, tried: list[tuple[str, dict[str, Any]]], reports: Path | None = None
+    chosen: list[EvalSet],
+    fixtures: Path,
+    tried: list[tuple[str, dict[str, Any]]],
+    reports: Path | None = None,
+    against: tuple[Path, dict[str, Any]] | None = None,
 ) -> list[str]:
     """One table row per set and configuration (the default first); each tried configuration's MRR@5 cells add its
     difference from the default and the paired test's p-value. ``reports``: each set's report is written there as
-    ``SET.json`` too (``kbseek eval compare`` reads it, against a replay of other fixtures, say)."""
+    ``SET.json`` too. ``against``: another fixture folder and the settings it was recorded under (a lever that
+    changes what the lanes recall), replayed as one more row per set, compared with the default the same way."""
     from kbseek.errors import DatasetError
     from kbseek.evaluation.replay import load
     from kbseek.evaluation.runner import evaluate
@@ -132,7 +139,31 @@ def replay(
         for name, _ in configs:
             pair = runs["hybrid" + suffix(name)], runs["answer:hybrid" + suffix(name)]
             rows.append(f"| {s.name} | {name} | {row(*pair, against=None if name == 'default' else default_runs)}")
+        if against is not None:
+            rows.append(against_row(s, against, base, default_runs))
     return rows
+
+
+def against_row(s: EvalSet, against: tuple[Path, dict[str, Any]], base: Any, default: tuple[dict, dict]) -> str:
+    """The row of ``s`` replayed from the other fixture folder under its recorded settings."""
+    from kbseek.errors import DatasetError  # imported here: as above
+    from kbseek.evaluation.replay import load  # imported here: as above
+    from kbseek.evaluation.runner import evaluate  # imported here: as above
+
+    folder, settings = against
+    name = "against " + (",".join(f"{k}={v}" for k, v in settings.items()) or str(folder))
+    path = folder / f"{s.name}.json"
+    if not path.exists():
+        return f"| {s.name} | {name}: not recorded in {folder} | | | | |"
+    try:
+        fixture = load(path)
+        report = evaluate(
+            dataset(s), policies=POLICIES, ks=(5, 10), fixture=fixture, base=base.model_copy(update=settings)
+        )
+    except DatasetError as exc:
+        return f"| {s.name} | {name}: {exc.message} | | | | |"
+    runs = {r["name"]: r for r in report["runs"]}
+    return f"| {s.name} | {name} | {row(runs['hybrid'], runs['answer:hybrid'], against=default)}"
 
 
 def row(
@@ -190,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--test", action="store_true", help="the test splits too: run once, after choosing on dev")
     parser.add_argument("--force", action="store_true", help="record again over an existing fixture")
     parser.add_argument("--json", type=Path, dest="reports", help="replay: each set's report to DIR/SET.json")
+    parser.add_argument("--against", type=Path, help="replay: another fixture folder, compared with the default")
+    parser.add_argument("--against-set", default="", help="key=value[,key=value]: what --against was recorded under")
     args = parser.parse_args(argv)
     by_name = {s.name: s for s in SETS}
     default = [s.name for s in SETS if args.test or not s.test]
@@ -199,14 +232,18 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown set(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     chosen = [by_name[n] for n in names]
     tried = configurations(parser, args.specs)
-    if args.command == "record" and tried:
-        parser.error("--set is for replay: a recording takes its settings from KBSEEK_* variables")
+    if args.command == "record" and (tried or args.against):
+        parser.error("--set and --against are for replay: a recording takes its settings from KBSEEK_* variables")
+    against = None
+    if args.against is not None:
+        recorded = configurations(parser, [f"against:{args.against_set}"])[0][1] if args.against_set else {}
+        against = (args.against, recorded)
     if args.command == "replay" and any(s.test for s in chosen) and not args.test:
         parser.error("test splits are replayed only with --test (choose on dev, then run them once)")
     if args.command == "record":
         record(chosen, args.fixtures, force=args.force)
     else:
-        print("\n".join(replay(chosen, args.fixtures, tried, args.reports)))
+        print("\n".join(replay(chosen, args.fixtures, tried, args.reports, against)))
 
 
 if __name__ == "__main__":
