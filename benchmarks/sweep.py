@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> None:
     tried = configurations(parser, args.specs)
     if args.command == "record" and (tried or args.against):
         parser.error("--set and --against are for replay: a recording takes its settings from KBSEEK_* variables")
+    if args.against_set and args.against is None:
+        parser.error("--against-set says what the --against folder was recorded under: give --against DIR too")
     against = None
     if args.against is not None:
         recorded = configurations(parser, [f"against:{args.against_set}"])[0][1] if args.against_set else {}
