@@ -5,21 +5,21 @@
     python benchmarks/sweep.py replay --against DIR --against-set key=value      # fixtures recorded under a lever
 
 A lever is kept only if it helps where it should and hurts nowhere, on every set (docs/evaluation.md). This script
-holds the sets and their arguments, records each set's fixture (``kbseek eval record``: 8 minutes for the small sets
-and 47 for the TiDB tree's first embedding, measured beside other work; 28 for SciFact), and replays the default
-configuration beside each ``--set`` (``kbseek eval run --replay``: seconds per set) as one row per set and
-configuration: ``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answerable / unanswerable refused and
-evidence precision (strong pieces); a tried configuration's MRR@5 cells add its difference from the default and the
-paired permutation test's p-value (``kbseek eval compare``). ``--json DIR`` also writes each set's report, so two
-replays (of two fixture folders, say) can be compared with ``kbseek eval compare`` (its runs are named ``hybrid``
-without ``--set``, ``hybrid/default`` and ``hybrid/NAME`` with: replay both with the same ``--set`` list). A change
-to what the lanes recall (the dense text, BM25, the lexicon) needs a new recording: record with the changed code
-into another ``--fixtures`` folder; a lever that is such a setting (``embedding_input=spelled``) is recorded with
-its ``KBSEEK_*`` variable set (such a recording embeds only the texts the setting changes: a minute for the TiDB
-tree). ``replay --against DIR --against-set embedding_input=spelled`` then replays that folder under the settings it
-was recorded with (a replay refuses others) as one more row per set, its MRR@5 cells compared with the default's the
-same way. Test splits are replayed only with ``--test``: choose on dev, then run the test splits once. The shared
-sets are read in place (``../shared/data``); nothing is copied.
+holds the sets and their arguments, records each set's fixture (``kbseek eval record``, measured beside other work
+on two machines: under 1.5 to 8 minutes for the small sets, 21 to 47 for the TiDB tree's first embedding, 18 to 28
+for SciFact), and replays the default configuration beside each ``--set`` (``kbseek eval run --replay``: seconds per
+set) as one row per set and configuration: ``hybrid`` MRR@5 / nDCG@10, then ``answer:hybrid`` MRR@5, answerable /
+unanswerable refused and evidence precision (strong pieces); a tried configuration's MRR@5 cells add its difference
+from the default and the paired permutation test's p-value (``kbseek eval compare``). ``--json DIR`` also writes
+each set's report, so two replays (of two fixture folders, say) can be compared with ``kbseek eval compare`` (its
+runs are named ``hybrid`` without ``--set``, ``hybrid/default`` and ``hybrid/NAME`` with: replay both with the same
+``--set`` list). A change to what the lanes recall (the dense text, BM25, the lexicon) needs a new recording: record
+with the changed code into another ``--fixtures`` folder; a lever that is such a setting
+(``embedding_input=spelled``) is recorded with its ``KBSEEK_*`` variable set (such a recording embeds only the texts
+the setting changes: a minute for the TiDB tree). ``replay --against DIR --against-set embedding_input=spelled``
+then replays that folder under the settings it was recorded with (a replay refuses others) as one more row per set,
+its MRR@5 cells compared with the default's the same way. Test splits are replayed only with ``--test``: choose on
+dev, then run the test splits once. The shared sets are read in place (``../shared/data``); nothing is copied.
 """
 
 from __future__ import annotations
@@ -106,8 +106,6 @@ def replay(
     ``SET.json`` too. ``against``: another fixture folder and the settings it was recorded under (a lever that
     changes what the lanes recall), replayed as one more row per set, compared with the default the same way."""
     from kbseek.errors import DatasetError
-    from kbseek.evaluation.replay import load
-    from kbseek.evaluation.runner import evaluate
     from kbseek.settings import Settings
 
     configs = [("default", {}), *tried]
@@ -120,15 +118,11 @@ def replay(
         "|---|---|---|---|---|---|",
     ]
     for s in chosen:
-        path = fixtures / f"{s.name}.json"
         if reports is not None:  # a set that fails below leaves no report of an earlier replay behind
             (reports / f"{s.name}.json").unlink(missing_ok=True)
-        if not path.exists():
-            rows.append(f"| {s.name} | not recorded: `sweep.py record --sets {s.name}` | | | | |")
-            continue
         try:
-            report = evaluate(dataset(s), policies=POLICIES, configs=configs, ks=(5, 10), fixture=load(path), base=base)
-        except DatasetError as exc:  # a stale fixture, or a setting it cannot replay: said in its row
+            report = replayed(s, fixtures, configs, base)
+        except DatasetError as exc:  # not recorded, a stale fixture, or a setting it cannot replay: said in its row
             rows.append(f"| {s.name} | {exc.message} | | | | |")
             continue
         if reports is not None:
@@ -144,22 +138,26 @@ def replay(
     return rows
 
 
-def against_row(s: EvalSet, against: tuple[Path, dict[str, Any]], base: Any, default: tuple[dict, dict]) -> str:
-    """The row of ``s`` replayed from the other fixture folder under its recorded settings."""
+def replayed(s: EvalSet, folder: Path, configs: list[tuple[str, dict[str, Any]]], base: Any) -> dict[str, Any]:
+    """The report of ``s`` replayed from its fixture in ``folder`` (``DatasetError`` when it cannot be)."""
     from kbseek.errors import DatasetError  # imported here: as above
     from kbseek.evaluation.replay import load  # imported here: as above
     from kbseek.evaluation.runner import evaluate  # imported here: as above
 
-    folder, settings = against
-    name = "against " + (",".join(f"{k}={v}" for k, v in settings.items()) or str(folder))
     path = folder / f"{s.name}.json"
     if not path.exists():
-        return f"| {s.name} | {name}: not recorded in {folder} | | | | |"
+        raise DatasetError(f"not recorded in {folder}: `sweep.py record --sets {s.name} --fixtures {folder}`")
+    return evaluate(dataset(s), policies=POLICIES, configs=configs, ks=(5, 10), fixture=load(path), base=base)
+
+
+def against_row(s: EvalSet, against: tuple[Path, dict[str, Any]], base: Any, default: tuple[dict, dict]) -> str:
+    """The row of ``s`` replayed from the other fixture folder under its recorded settings."""
+    from kbseek.errors import DatasetError  # imported here: as above
+
+    folder, settings = against
+    name = "against " + (",".join(f"{k}={v}" for k, v in settings.items()) or str(folder))
     try:
-        fixture = load(path)
-        report = evaluate(
-            dataset(s), policies=POLICIES, ks=(5, 10), fixture=fixture, base=base.model_copy(update=settings)
-        )
+        report = replayed(s, folder, [("default", {})], base.model_copy(update=settings))
     except DatasetError as exc:
         return f"| {s.name} | {name}: {exc.message} | | | | |"
     runs = {r["name"]: r for r in report["runs"]}

@@ -36,28 +36,35 @@ TARGET_ANSWERED = 0.95
 L2 = 1.0
 
 
-def sets() -> list[tuple[str, object]]:
-    """(name, dataset) for every dev/train split used, the same for both gates (the hybrid gate's tidb-ops rows
-    need the 16,000-chunk tree embedded: about 11 minutes on two cores with kbseek's engine, cached after)."""
+def _cases(path: Path) -> object:
     from kbseek.evaluation.cases import load_cases  # imported here: the script's start-up stays cheap
+
+    return load_cases(path, split="dev")
+
+
+def _folder(path: Path, **options: str) -> object:
     from kbseek.evaluation.datasets import load_dataset  # imported here: as above
 
-    found = [
-        ("golden-dev", load_cases(ROOT / "examples" / "eval" / "golden-cases.json", split="dev")),
-        ("superbizagent-dev", load_dataset(DATA / "superbizagent-runbooks", split="dev")),
-        ("prometheus", load_dataset(DATA / "prometheus-operator-runbooks")),
-        ("superbizagent-written-dev", load_cases(ROOT / "examples" / "eval" / "superbizagent-dev.json", split="dev")),
-        (
-            "tidb-ops-dev",
-            load_dataset(
-                DATA / "tidb-faq-zh-dev", queries=str(OPS / "queries.jsonl"), qrels=str(OPS / "qrels.tsv"), split="dev"
-            ),
-        ),
-    ]
-    return found
+    return load_dataset(path, **options)
 
 
-SET_NAMES = ("golden-dev", "superbizagent-dev", "prometheus", "superbizagent-written-dev", "tidb-ops-dev")  # sets()
+# every dev/train split used, the same for both gates (the hybrid gate's tidb-ops rows need the 16,000-chunk tree
+# embedded: about 11 minutes on two cores with kbseek's engine, cached after)
+SETS = {
+    "golden-dev": lambda: _cases(ROOT / "examples" / "eval" / "golden-cases.json"),
+    "superbizagent-dev": lambda: _folder(DATA / "superbizagent-runbooks", split="dev"),
+    "prometheus": lambda: _folder(DATA / "prometheus-operator-runbooks"),
+    "superbizagent-written-dev": lambda: _cases(ROOT / "examples" / "eval" / "superbizagent-dev.json"),
+    "tidb-ops-dev": lambda: _folder(
+        DATA / "tidb-faq-zh-dev", queries=str(OPS / "queries.jsonl"), qrels=str(OPS / "qrels.tsv"), split="dev"
+    ),
+}
+
+
+def sets(skip: list[str] | tuple[str, ...] = ()) -> list[tuple[str, object]]:
+    """(name, dataset) of each set in ``SETS`` but those in ``skip`` (not even loaded)."""
+    return [(name, load()) for name, load in SETS.items() if name not in skip]
+
 
 OFF_TOPIC = 30  # questions of each off-topic bank asked of every knowledge base
 # (bank, queries file, knowledge bases it is off-topic for): none of these sets' questions is answered by those
@@ -104,9 +111,7 @@ def collect(policy: str, skip: list[str]) -> list[dict]:
 
     tool_module.levelled = spy
     rows = []
-    for name, dataset in sets():
-        if name in skip:  # left out of the fit: not asked either (the tidb-ops tree costs the most)
-            continue
+    for name, dataset in sets(skip):  # a set left out of the fit is not asked either (the tidb-ops tree costs most)
         kb = open_dataset_kb(dataset, cached_settings(dataset, Settings(), default_cache_root()))
         try:
             for query in dataset.queries + dataset.unanswerable:
@@ -193,7 +198,7 @@ def main() -> None:
     parser.add_argument("--recollect", action="store_true")
     parser.add_argument("--write", action="store_true")
     parser.add_argument(
-        "--exclude", action="append", default=[], choices=SET_NAMES, help="leave a set's rows out of the fit"
+        "--exclude", action="append", default=[], choices=list(SETS), help="leave a set's rows out of the fit"
     )
     args = parser.parse_args()
     signals = args.signals or Path(f"/tmp/answerability-signals-{args.policy}.json")

@@ -117,13 +117,14 @@ def check_settings(fixture: dict[str, Any], settings: Settings) -> None:
     for pooling, read in POOLS.items():
         if pooling in ran and wanted[f"weight_{pooling}"] > 0:
             differ += [f"weight_{n}" for n in read if n in ran and wanted[f"weight_{n}"] == 0]
+    differ = list(dict.fromkeys(differ))  # a weight can be named by two rules
     if differ:
-        said = ", ".join(f"{name}={recorded.get(name)!r} (tried: {wanted[name]!r})" for name in dict.fromkeys(differ))
+        said = ", ".join(f"{name}={recorded.get(name)!r} (tried: {wanted[name]!r})" for name in differ)
         raise DatasetError(
             f"the fixture's lanes were recorded under {said}"
             + (" (assumed: the fixture is older than recorded settings)" if assumed else "")
             + "; a replay cannot run its lanes again",
-            hint=f"record it again with {', '.join(f'KBSEEK_{name.upper()}' for name in dict.fromkeys(differ))} "
+            hint=f"record it again with {', '.join(f'KBSEEK_{name.upper()}' for name in differ)} "
             "set as tried ('kbseek eval record' reads the environment), or replay only what a replay scores again: "
             "fusion, lane weights (not a lane recorded off, nor one a pooling lane read), relevance thresholds and "
             "the answer's shape",
