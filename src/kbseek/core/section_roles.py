@@ -259,9 +259,32 @@ def _has_en(text: str, prefixes: tuple[str, ...]) -> bool:
     return pattern.search(text) is not None
 
 
+# What a pasted log line or a quoted error says happened, not what the asker wants ("command dispatched failed",
+# "please commit or rollback this transaction"): text in ASCII quotes or backticks and a log line's bracketed
+# fields. Chinese quotation marks are left: a Chinese question quotes the docs' own words with them.
+_QUOTED = re.compile(r"\"[^\"\n]*\"|`[^`\n]*`|(?<![A-Za-z])'[^'\n]*'(?![A-Za-z])")
+_BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
+# A name, not a request: TiDB_monitor_time_jump_back_error asks for no metrics, restore.go for no recovery
+_NAME = re.compile(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+")
+
+
+def asked_words(query: str) -> str:
+    """The asker's own words of a question: without quoted text, bracketed log fields and identifiers.
+
+    >>> asked_words('[conn.go:1184] ["command dispatched failed"] [err="ERROR 9001"] 这个报错怎么处理')
+    '这个报错怎么处理'
+    >>> asked_words("Is TiDB_monitor_time_jump_back_error firing again? Which metrics show it?")
+    'Is firing again? Which metrics show it?'
+    """
+    text = _QUOTED.sub(" ", query)
+    while (stripped := _BRACKETED.sub(" ", text)) != text:  # nested fields ([[executor]Deadlock ...]) from inside
+        text = stripped
+    return " ".join(_NAME.sub(" ", text).split())
+
+
 def query_roles(query: str) -> frozenset[str]:
-    """The purposes a question asks for."""
-    text = query.casefold()
+    """The purposes a question asks for, read from the asker's own words (:func:`asked_words`)."""
+    text = asked_words(query).casefold()
     return frozenset(r.name for r in ROLES if any(w in text for w in r.asked_zh) or _has_en(text, r.asked_en))
 
 

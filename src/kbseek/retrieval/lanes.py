@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kbseek.core.alertline import clean as clean_alert_lines
+from kbseek.core.answerability import identifiers
 from kbseek.core.clauses import cjk_share, clauses, questions
 from kbseek.core.fusion import l0_lane
 from kbseek.core.keywords import TIERS, DocumentMatch, KeywordHint
@@ -219,21 +220,40 @@ def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     sections are looked at: a purpose alone is no evidence that another document is about the question. Sibling
     runbooks declare the same purposes: when the question names one of them alone ("CPU 报警响了，还有哪些别的报警…"),
     its sections score ``NAMED_BONUS`` higher (relative-score fusion then puts the siblings' at the lane's floor)."""
-    roles = query_roles(clean_alert_lines(q.query))  # a pasted line's labels (severity=...) ask for nothing
-    pool = _pool(indexes, q, documents_only=True) if roles else []
+    cleaned = clean_alert_lines(q.query)
+    roles = query_roles(cleaned)  # a pasted line's labels (severity=...) ask for nothing
+    names = frozenset(identifiers(cleaned))
+    pool = _pool(indexes, q, documents_only=True) if roles or names else []
     if not pool:
         return None
     started = time.perf_counter()
     named, scores = _named_alone(indexes, q), {}
+    headed = _headed_by_name(indexes, pool, names) if names else set()
     for chunk_id in pool:
         chunk = indexes.chunks[chunk_id]
-        if matched := len(roles & section_purposes(chunk.headings)):
+        matched = len(roles & section_purposes(chunk.headings)) + (HEADING_NAME if chunk_id in headed else 0.0)
+        if matched:
             scores[chunk_id] = matched + (NAMED_BONUS if chunk.document_id == named else 0.0)
     ids = sorted(scores, key=lambda c: -scores[c])  # stable: pool order breaks ties
     return LaneResult("section", ids, scores, {"section_lane": _ms(started)})
 
 
+HEADING_NAME = 1.0  # a section headed by an identifier the question names (an alert, a variable): one purpose
 NAMED_BONUS = 0.5  # below one purpose: another document's section declaring two asked purposes still leads
+
+
+def _headed_by_name(indexes: Indexes, pool: list[str], names: frozenset[str]) -> set[str]:
+    """The pooled chunks of a section whose own heading (below its document's title) holds a name the question
+    gives, when that name heads no other pooled section: an alert or a variable in a reference page
+    (``TiKV_channel_full_total`` among a hundred alerts), not a product name that heads half of its documents'
+    sections (TiCDC)."""
+    sections: dict[str, dict[tuple[str, tuple[tuple[int, str], ...]], list[str]]] = {}
+    for chunk_id in pool:
+        chunk = indexes.chunks[chunk_id]
+        if chunk.headings and chunk.headings[-1][0] > 1:  # a section's heading; a title names the whole document
+            for name in names & set(identifiers(chunk.headings[-1][1])):
+                sections.setdefault(name, {}).setdefault((chunk.document_id, chunk.headings), []).append(chunk_id)
+    return {c for found in sections.values() if len(found) == 1 for chunks in found.values() for c in chunks}
 
 
 def _named_alone(indexes: Indexes, q: LaneQuery) -> str | None:
