@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 OPS = ROOT / "eval" / "cases" / "tidb-ops"
 FIXTURES = Path.home() / ".cache" / "kbseek" / "fixtures"
+# the TiDB sections written back as Markdown files (``rebuild_tree.py``): the held-out large-tree set runs over files
+TREE = FIXTURES.parent / "tidb-tree"
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,14 @@ SETS = (
     EvalSet("tidb-faq", DATA / "tidb-faq-zh-dev"),
     EvalSet("cmrc-trial", DATA / "cmrc2018-retrieval-zh", None, "queries-trial.jsonl", "qrels-trial.tsv"),
     EvalSet("scifact-train", DATA / "beir-scifact", None, "queries-train.jsonl", "qrels-train.tsv"),
+    EvalSet("tidb-tree-dev", TREE, "dev"),
     EvalSet("golden-test", ROOT / "examples" / "eval" / "golden-cases.json", "test", test=True),
     EvalSet("unseen-test", ROOT / "eval" / "cases" / "superbizagent-unseen.json", "test", test=True),
     EvalSet("psec-test", ROOT / "eval" / "cases" / "prometheus-sections.json", "test", test=True),
     EvalSet(
         "tidb-ops-test", DATA / "tidb-faq-zh-dev", "test", str(OPS / "queries.jsonl"), str(OPS / "qrels.tsv"), True
     ),
+    EvalSet("tidb-tree-test", TREE, "test", test=True),
 )
 POLICIES = ["hybrid", "answer:hybrid"]
 
@@ -70,6 +74,11 @@ POLICIES = ["hybrid", "answer:hybrid"]
 def dataset(s: EvalSet) -> Any:
     from kbseek.interfaces.cli.evaluation import load_data  # imported here: the script's start-up stays cheap
 
+    if s.path == TREE and not (TREE / "queries.jsonl").exists():  # written last, once per machine, outside the repo
+        sys.path.insert(0, str(OPS))
+        from rebuild_tree import main as rebuild_tree
+
+        rebuild_tree([str(TREE)])
     return load_data(s.path, queries=s.queries, qrels=s.qrels, split=s.split)
 
 

@@ -57,9 +57,10 @@ def rebuild(corpus: Path, out: Path) -> dict[str, str]:
     return paths
 
 
-def main() -> int:
-    out = Path(sys.argv[1])
-    corpus = Path(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_CORPUS
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    out = Path(args[0])
+    corpus = Path(args[1]) if len(args) > 1 else DEFAULT_CORPUS
     paths = rebuild(corpus, out)
     rows = ["query-id\tcorpus-id\tscore"]
     for number, line in enumerate((HERE / "qrels.tsv").read_text(encoding="utf-8").splitlines()):
