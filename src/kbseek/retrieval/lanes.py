@@ -214,7 +214,8 @@ POOL_SOURCES = ("bm25", "dense")  # the lanes whose best documents a pool takes
 
 def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     """Sections whose heading declares the purpose the question asks for (verify, roll back, metrics, prevent,
-    related alerts, contacts, ...), among the sections of the documents the earlier lanes rank best.
+    related alerts, contacts, ...) or holds a name the question gives (``_headed_by_name``), among the sections of
+    the documents the earlier lanes rank best.
 
     A question that names what a section is for ("what should we check before closing it?") rarely repeats the
     heading's words (验证步骤), and the body under such a heading rarely says its purpose. Only the best documents'
