@@ -74,12 +74,21 @@ POLICIES = ["hybrid", "answer:hybrid"]
 def dataset(s: EvalSet) -> Any:
     from kbseek.interfaces.cli.evaluation import load_data  # imported here: the script's start-up stays cheap
 
-    if s.path == TREE and not (TREE / "queries.jsonl").exists():  # written last, once per machine, outside the repo
+    if s.path == TREE and _stale(TREE / "queries.jsonl"):  # written last, outside the repository
+        import shutil  # imported here: as above
+
         sys.path.insert(0, str(OPS))
         from rebuild_tree import main as rebuild_tree
 
+        shutil.rmtree(TREE / "docs", ignore_errors=True)
         rebuild_tree([str(TREE)])
     return load_data(s.path, queries=s.queries, qrels=s.qrels, split=s.split)
+
+
+def _stale(built: Path) -> bool:
+    """Whether the rebuilt tree is missing or older than the questions, judgments or rebuild script it comes from."""
+    sources = [OPS / "queries.jsonl", OPS / "qrels.tsv", OPS / "rebuild_tree.py"]
+    return not built.exists() or built.stat().st_mtime < max(p.stat().st_mtime for p in sources)
 
 
 def record(chosen: list[EvalSet], fixtures: Path, *, force: bool) -> None:

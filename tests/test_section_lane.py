@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from support import doc
+from support import doc, gate_signals
 
 from kbseek.core.keywords import TIERS, DocumentMatch
 from kbseek.evaluation.datasets import Dataset, Query
@@ -76,7 +76,7 @@ def test_the_lane_looks_only_at_the_best_documents_and_only_when_a_purpose_is_as
     # every runbook has a 长期优化 section; a purpose alone does not bring the other documents in
     assert len({path for path, _ in in_lane}) <= 3 < len(DOCS)
     plain = hits(kb, "HighCPUUsage jstack 热点线程")
-    assert not any("section" in h.lanes for h in plain.values())  # no purpose asked: the lane does not run
+    assert not any("section" in h.lanes for h in plain.values())  # no purpose asked, no section headed by the name
 
 
 def test_the_document_a_question_names_alone_gives_the_asked_section_first(kb):
@@ -214,3 +214,11 @@ def test_words_of_a_pasted_log_line_ask_for_no_purpose(reference_kb):
     line = '[2026/11/30 10:03:27.771 +08:00] [ERROR] [conn.go:1184] ["command dispatched failed"] [err="rollback"]'
     assert in_section_lane(reference_kb, line) == []
     assert in_section_lane(reference_kb, line + " 回滚怎么做") == ["回滚方案"]  # the asker's own words still ask
+
+
+def test_the_gate_reads_a_section_named_by_its_heading_as_a_keyword_match(reference_kb):
+    # the page's title and keywords are not in the line: only the section's own heading names the alert
+    named, _ = gate_signals(reference_kb, "[FIRING:1] TiStore_write_stall (instance=10.0.3.41:20180)")
+    assert named.l0 == 1.0
+    shared, _ = gate_signals(reference_kb, "TiStore 写入慢还是磁盘满")  # TiStore heads two sections: names neither
+    assert shared.l0 == 0.0

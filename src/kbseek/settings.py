@@ -215,7 +215,7 @@ class Settings(BaseSettings):
         ge=0,
         le=10,
         description="Section lane: sections of the best documents whose heading declares the purpose the question "
-        "asks for (verify, roll back, metrics, prevent, contacts, ...)",
+        "asks for (verify, roll back, metrics, prevent, contacts, ...) or holds a name it gives (an alert)",
     )
     weight_clauses: float = Field(default=0.0, ge=0, le=10)
     lexicon_weight: float = Field(

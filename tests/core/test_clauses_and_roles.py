@@ -5,7 +5,19 @@ from __future__ import annotations
 import pytest
 
 from kbseek.core.clauses import cjk_share, clauses
-from kbseek.core.section_roles import ROLES, context_section, heading_roles, query_roles, section_purposes
+from kbseek.core.models import Chunk
+from kbseek.core.section_roles import (
+    HEADING_NAME,
+    NAMED_BONUS,
+    ROLES,
+    asked_words,
+    context_section,
+    heading_roles,
+    named_sections,
+    query_roles,
+    section_purposes,
+    section_scores,
+)
 
 
 @pytest.mark.parametrize(
@@ -170,3 +182,43 @@ def test_a_section_of_context_is_one_the_question_does_not_ask_for(heading, ques
 )
 def test_a_section_without_a_purpose_of_its_own_takes_the_one_it_sits_under(headings, purposes):
     assert set(section_purposes(headings)) == purposes
+
+
+def section(chunk_id: str, document: str, *headings: tuple[int, str]) -> Chunk:
+    return Chunk(chunk_id, document, 0, 1, "t", "", headings, "a", "ops", f"{document}.md", "x", "h", 0, 1, 1, 1)
+
+
+def test_a_name_that_heads_one_section_below_the_title_names_it_and_scores_as_a_purpose():
+    page = [
+        section(f"c{i}", "alerts", (1, "报警规则"), (2, "TiKV 报警规则"), (3, heading))
+        for i, heading in enumerate(["TiKV_channel_full_total", "TiKV_write_stall", "TiKV 写入慢", "TiKV 磁盘满"])
+    ]
+    split = [section("c0b", "alerts", *page[0].headings)]  # a second chunk of the same section
+    assert named_sections(page + split, ["tikv_channel_full_total", "nodedown"]) == {"c0", "c0b"}
+    assert named_sections(page, ["tikv"]) == set()  # heads three sections (and a parent): names none of them
+    title = [section("d0", "node", (1, "NodeDown")), section("d1", "node", (1, "NodeDown"), (2, "排查步骤"))]
+    assert named_sections(title, ["nodedown"]) == set()  # a document's title is the keyword layer's
+    other = [section("e0", "other", (1, "x"), (2, "TiKV_write_stall"))]
+    assert named_sections(page + other, ["tikv_write_stall"]) == set()  # two documents' sections: neither
+    steps = section("f0", "alerts", (1, "报警规则"), (2, "验证步骤"))
+    scores = section_scores([*page, steps], frozenset({"verify"}), frozenset({"tikv_channel_full_total"}), None)
+    assert scores == {"c0": HEADING_NAME, "f0": 1.0}
+    assert section_scores(page, frozenset(), frozenset({"tikv_channel_full_total"}), "alerts") == {
+        "c0": HEADING_NAME + NAMED_BONUS
+    }
+
+
+@pytest.mark.parametrize(
+    ("query", "roles"),
+    [
+        ('[conn.go:1184] ["command dispatched failed"] [err="please rollback"]', set()),
+        ("[2026/11/30] [session.go] [TTL manager has timed out, please commit or rollback this transaction]", set()),
+        ("TiDB_monitor_time_jump_back_error", set()),
+        ('这个告警的"回滚方案"在哪里？', {"rollback"}),  # a quoted section name still asks for it
+        ("[session.go] [[kv:6] please rollback] 怎么验证", {"verify"}),  # nested fields, from the inside out
+        ("[unclosed 回滚怎么做", {"rollback"}),  # a bracket never closed hides nothing
+        ("It doesn't go away. Which metrics should I watch?", {"metrics"}),
+    ],
+)
+def test_only_the_askers_own_words_ask_for_a_purpose(query, roles):
+    assert query_roles(query) == roles, asked_words(query)

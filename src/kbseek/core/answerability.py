@@ -29,9 +29,11 @@ from kbseek.core.clauses import cjk_share
 
 # An identifier: words joined by _ - . : (ERR_TIMEOUT, kube-proxy, node.js) or CamelCase with an inner capital
 # (HighCPUUsage, OOMKilled), or a word with digits (ERR504, 5xx). Plain words are not identifiers.
+# It starts at a word's start: a match tried at every letter of a long run took time quadratic in its length (550 ms
+# for 4,000 capitals), and a piece inside a timestamp or a hash (T03:20:41Z) is no name.
 _IDENTIFIER = re.compile(
-    r"[A-Za-z][A-Za-z0-9]*(?:[_\-.:][A-Za-z0-9]+)+|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]+[A-Za-z0-9]*"
-    r"|[A-Za-z]+[0-9]+[A-Za-z0-9]*"
+    r"(?<![A-Za-z0-9])(?:[A-Za-z][A-Za-z0-9]*(?:[_\-.:][A-Za-z0-9]+)+|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*"
+    r"|[A-Z]{2,}[a-z]+[A-Za-z0-9]*|[A-Za-z]+[0-9]+[A-Za-z0-9]*)"
 )
 MIN_IDENTIFIER_CHARS = 4
 TOP = 5  # the hits whose coverage and identifiers count: what a default answer shows
@@ -156,7 +158,7 @@ class Signals:
     margin: float  # the best cosine minus the best cosine of another document, among the dense lane's ``DEPTH`` best
     coverage: float  # the most query weight one of the top hits holds
     identifier_missing: float  # 1: the question names identifiers and none of the top hits contains one
-    l0: float  # 1: a keyword or title of a document is in the question
+    l0: float  # 1: a keyword or title of a document, or a heading of a top hit's own (named_sections), is in it
     bm25: float = 0.0  # the best BM25 score over the query's own (each word's IDF, once per repeat): in [0, 1)
     bm25_margin: float = 0.0  # how far the best document's BM25 stands above another document's, relative to it
     cross_language: float = 0.0  # 1: the question is in another script than its best chunks (cosines run lower)

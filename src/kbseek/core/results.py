@@ -15,7 +15,7 @@ class LaneScore:
 
     ``score_label`` says what ``score`` is: ``bm25``, ``similarity`` (cosine, higher is closer),
     ``l0`` (the document's L0 match score), ``rank`` (an interleaving lane's, higher is earlier), ``heading``
-    (the section lane's purpose match), ``terms`` (the latent-terms lane's dot product) or ``rerank`` (a
+    (the section lane's purpose or name match), ``terms`` (the latent-terms lane's dot product) or ``rerank`` (a
     reranker endpoint's relevance score).
     """
 

@@ -20,9 +20,13 @@ that ask for it in a question and the words that declare it in a heading.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from kbseek.core.answerability import identifiers
+from kbseek.core.models import Chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,24 +263,24 @@ def _has_en(text: str, prefixes: tuple[str, ...]) -> bool:
     return pattern.search(text) is not None
 
 
-# What a pasted log line or a quoted error says happened, not what the asker wants ("command dispatched failed",
-# "please commit or rollback this transaction"): text in ASCII quotes or backticks and a log line's bracketed
-# fields. Chinese quotation marks are left: a Chinese question quotes the docs' own words with them.
-_QUOTED = re.compile(r"\"[^\"\n]*\"|`[^`\n]*`|(?<![A-Za-z])'[^'\n]*'(?![A-Za-z])")
+# A log line's bracketed fields say what happened, not what the asker wants ([conn.go] ["command dispatched
+# failed"], [please commit or rollback this transaction]). Quoted text is left: an asker quotes a section's name
+# ("回滚方案"在哪里) as often as an error message.
 _BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
-# A name, not a request: TiDB_monitor_time_jump_back_error asks for no metrics, restore.go for no recovery
-_NAME = re.compile(r"[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+")
+# A name, not a request: TiDB_monitor_time_jump_back_error asks for no metrics, restore.go for no recovery. Only
+# names joined by _ or . (hyphenated words ask: short-term, on-call, post-mortem); the lookbehind keeps it linear.
+_NAME = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+")
 
 
 def asked_words(query: str) -> str:
-    """The asker's own words of a question: without quoted text, bracketed log fields and identifiers.
+    """The asker's own words of a question: without a log line's bracketed fields and identifiers.
 
     >>> asked_words('[conn.go:1184] ["command dispatched failed"] [err="ERROR 9001"] 这个报错怎么处理')
     '这个报错怎么处理'
     >>> asked_words("Is TiDB_monitor_time_jump_back_error firing again? Which metrics show it?")
     'Is firing again? Which metrics show it?'
     """
-    text = _QUOTED.sub(" ", query)
+    text = query
     while (stripped := _BRACKETED.sub(" ", text)) != text:  # nested fields ([[executor]Deadlock ...]) from inside
         text = stripped
     return " ".join(_NAME.sub(" ", text).split())
@@ -338,3 +342,42 @@ def context_section(headings: Sequence[tuple[int, str]], asked: frozenset[str]) 
     """
     declared = section_purposes(headings)
     return bool(declared & CONTEXT_ROLES) and not declared & asked
+
+
+HEADING_NAME = 1.0  # a section headed by a name the question gives (an alert, a variable) counts as one purpose
+NAMED_BONUS = 0.5  # below one purpose: another document's section declaring two asked purposes still leads
+
+
+def section_scores(
+    chunks: Sequence[Chunk], roles: frozenset[str], names: frozenset[str], named: str | None
+) -> dict[str, float]:
+    """The section lane's score of each of ``chunks`` that scores: one per asked purpose (``roles``) its heading
+    declares, :data:`HEADING_NAME` when its heading holds one of ``names`` (:func:`named_sections`), and
+    :data:`NAMED_BONUS` more in the document the question names alone (``named``)."""
+    headed = named_sections(chunks, names) if names else set()
+    scores = {}
+    for chunk in chunks:
+        matched = len(roles & section_purposes(chunk.headings)) + (HEADING_NAME if chunk.id in headed else 0.0)
+        if matched:
+            scores[chunk.id] = matched + (NAMED_BONUS if chunk.document_id == named else 0.0)
+    return scores
+
+
+def named_sections(chunks: Iterable[Chunk], names: Iterable[str]) -> set[str]:
+    """The ids of ``chunks`` in a section whose own heading (below its document's title) holds one of ``names`` (a
+    question's identifiers), when that name heads no other section among ``chunks``: an alert or a variable on a
+    reference page (``TiKV_channel_full_total`` among a hundred alerts), not a product name that heads half of its
+    documents' sections (TiCDC). A title is the keyword layer's to match: it names the whole document.
+    """
+    wanted = frozenset(names)
+    sections: dict[str, dict[tuple[str, tuple[tuple[int, str], ...]], list[str]]] = {}
+    for chunk in chunks:
+        if wanted and chunk.headings and chunk.headings[-1][0] > 1:
+            for name in wanted & _heading_names(chunk.headings[-1][1]):
+                sections.setdefault(name, {}).setdefault((chunk.document_id, chunk.headings), []).append(chunk.id)
+    return {c for found in sections.values() if len(found) == 1 for ids in found.values() for c in ids}
+
+
+@functools.lru_cache(maxsize=100_000)  # headings repeat across queries: 3 us each to read, 600 in a large pool
+def _heading_names(heading: str) -> frozenset[str]:
+    return frozenset(identifiers(heading))

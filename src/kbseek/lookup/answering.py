@@ -29,6 +29,7 @@ from kbseek.core.answer import (
     metadata_only,
 )
 from kbseek.core.answerability import (
+    TOP,
     Signals,
     identifier_mask,
     identifiers,
@@ -42,6 +43,7 @@ from kbseek.core.fusion import rrf
 from kbseek.core.keywords import STRONG_TIER, KeywordHint
 from kbseek.core.relevance import HIGHLY_RELEVANT, PRECISE, REFERENCE, STRONG_LEVELS, Thresholds, level
 from kbseek.core.results import Hit, RecallResult
+from kbseek.core.section_roles import named_sections
 from kbseek.errors import NotFoundError
 from kbseek.lookup.config import LookupConfig
 from kbseek.lookup.review import label_reviews
@@ -78,9 +80,7 @@ def allowed_documents(indexes: Indexes, filters: dict[str, str | list[str]]) -> 
 
 
 def _field_matches(value: Any, wanted: set[str]) -> bool:
-    if value is None:
-        return False
-    values = value if isinstance(value, list) else [value]
+    values = [] if value is None else value if isinstance(value, list) else [value]
     return any(str(v).casefold() in wanted for v in values)
 
 
@@ -124,6 +124,7 @@ def question_signals(
     when the caller has measured it already."""
     hits = sorted(hits, key=lambda h: (-h.score, min((s.rank for s in h.lanes.values()), default=0), h.chunk.id))
     cleaned = clean_query(query)
+    names = identifiers(cleaned)
     tokens = indexes.analyzer.tokens(cleaned)
     if coverage is None:
         coverage = indexes.bm25.coverage(tokens, [h.chunk.id for h in hits])
@@ -139,8 +140,8 @@ def question_signals(
         [coverage[h.chunk.id] for h in hits],
         [f"{h.chunk.breadcrumb}\n{h.chunk.text}" for h in hits],
         reference=reference,
-        names=identifiers(cleaned),
-        l0=bool(l0_status(hint)),
+        names=names,
+        l0=bool(l0_status(hint)) or bool(named_sections([h.chunk for h in hits[:TOP]], names)),
         bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
         ideal=ideal,
         cross_language=other_language(cleaned, evidence),

@@ -7,7 +7,6 @@ function and one :class:`Lane` entry.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from kbseek.core.keywords import TIERS, DocumentMatch, KeywordHint
 from kbseek.core.lexicon import BUNDLED, Lexicon
 from kbseek.core.relevance import GAP_RANK
 from kbseek.core.rewrite import load_synonyms
-from kbseek.core.section_roles import query_roles, section_purposes
+from kbseek.core.section_roles import query_roles, section_scores
 from kbseek.errors import KbseekError, QueryError
 from kbseek.retrieval import latent_terms
 from kbseek.retrieval.indexes import Indexes
@@ -214,53 +213,21 @@ POOL_SOURCES = ("bm25", "dense")  # the lanes whose best documents a pool takes
 
 def section_lane(indexes: Indexes, q: LaneQuery) -> LaneResult | None:
     """Sections whose heading declares the purpose the question asks for (verify, roll back, metrics, prevent,
-    related alerts, contacts, ...) or holds a name the question gives (``_headed_by_name``), among the sections of
-    the documents the earlier lanes rank best.
-
-    A question that names what a section is for ("what should we check before closing it?") rarely repeats the
-    heading's words (验证步骤), and the body under such a heading rarely says its purpose. Only the best documents'
-    sections are looked at: a purpose alone is no evidence that another document is about the question. Sibling
-    runbooks declare the same purposes: when the question names one of them alone ("CPU 报警响了，还有哪些别的报警…"),
-    its sections score ``NAMED_BONUS`` higher (relative-score fusion then puts the siblings' at the lane's floor)."""
-    cleaned = clean_alert_lines(q.query)
-    roles = query_roles(cleaned)  # a pasted line's labels (severity=...) ask for nothing
-    names = frozenset(identifiers(cleaned))
+    related alerts, contacts, ...) or holds a name it gives, among the sections of the documents the earlier lanes
+    rank best (scored by ``section_roles.section_scores``). A question that names what a section is for ("what
+    should we check before closing it?") rarely repeats the heading's words (验证步骤), and the body under such a
+    heading rarely says its purpose. Only the best documents' sections are looked at: a purpose alone is no evidence
+    that another document is about the question. Sibling runbooks declare the same purposes: the one a question names
+    alone ("CPU 报警响了，还有哪些别的报警…") scores higher (fusion puts the siblings' at the lane's floor)."""
+    cleaned = clean_alert_lines(q.query)  # a pasted line's labels (severity=...) ask for nothing
+    roles, names = query_roles(cleaned), frozenset(identifiers(cleaned))
     pool = _pool(indexes, q, documents_only=True) if roles or names else []
     if not pool:
         return None
     started = time.perf_counter()
-    named, scores = _named_alone(indexes, q), {}
-    headed = _headed_by_name(indexes, pool, names) if names else set()
-    for chunk_id in pool:
-        chunk = indexes.chunks[chunk_id]
-        matched = len(roles & section_purposes(chunk.headings)) + (HEADING_NAME if chunk_id in headed else 0.0)
-        if matched:
-            scores[chunk_id] = matched + (NAMED_BONUS if chunk.document_id == named else 0.0)
+    scores = section_scores([indexes.chunks[c] for c in pool], roles, names, _named_alone(indexes, q))
     ids = sorted(scores, key=lambda c: -scores[c])  # stable: pool order breaks ties
     return LaneResult("section", ids, scores, {"section_lane": _ms(started)})
-
-
-HEADING_NAME = 1.0  # a section headed by an identifier the question names (an alert, a variable): one purpose
-NAMED_BONUS = 0.5  # below one purpose: another document's section declaring two asked purposes still leads
-
-
-def _headed_by_name(indexes: Indexes, pool: list[str], names: frozenset[str]) -> set[str]:
-    """The pooled chunks of a section whose own heading (below its document's title) holds a name the question
-    gives, when that name heads no other pooled section: an alert or a variable in a reference page
-    (``TiKV_channel_full_total`` among a hundred alerts), not a product name that heads half of its documents'
-    sections (TiCDC)."""
-    sections: dict[str, dict[tuple[str, tuple[tuple[int, str], ...]], list[str]]] = {}
-    for chunk_id in pool:
-        chunk = indexes.chunks[chunk_id]
-        if chunk.headings and chunk.headings[-1][0] > 1:  # a section's heading; a title names the whole document
-            for name in names & _heading_names(chunk.headings[-1][1]):
-                sections.setdefault(name, {}).setdefault((chunk.document_id, chunk.headings), []).append(chunk_id)
-    return {c for found in sections.values() if len(found) == 1 for chunks in found.values() for c in chunks}
-
-
-@functools.lru_cache(maxsize=100_000)  # headings repeat across queries: 3 us each to read, 600 in a large pool
-def _heading_names(heading: str) -> frozenset[str]:
-    return frozenset(identifiers(heading))
 
 
 def _named_alone(indexes: Indexes, q: LaneQuery) -> str | None:
