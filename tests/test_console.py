@@ -78,7 +78,8 @@ def test_lookup_explain_shows_lanes_and_fusion_beside_the_agents_answer(client):
     volatile = {"request_id", "timings_ms", "explain"}
     assert {k: v for k, v in data.items() if k not in volatile} == {k: v for k, v in plain.items() if k not in volatile}
     explain = data["explain"]
-    assert set(explain["lanes"]) == {"bm25", "l0"}  # no embedder in tests: no dense lane
+    # no embedder in tests: no dense lane; the section lane holds the section headed ERR_TIMEOUT
+    assert set(explain["lanes"]) == {"bm25", "l0", "section"}
     for rows in explain["lanes"].values():
         assert [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
         assert all({"chunk_id", "path", "breadcrumb", "score", "raw_score", "score_label"} <= set(r) for r in rows)

@@ -78,11 +78,12 @@ def test_dense_lane_finds_a_paraphrase_and_hybrid_fuses(tmp_path, store_kind):
     assert lane.score_label == "similarity" and 0.5 < lane.score <= 1.0
     hybrid = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3)
     top = hybrid.hits[0]
-    assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0"}
-    assert top.score == pytest.approx(1.0 + 1.0 + 0.5)  # rsf: the best of all three lanes, weights 1, 1, 0.5
+    assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0", "section"}
+    # rsf: the best of each lane, weights 1, 1, 0.5 and 1 (the section lane: the section headed ERR_TIMEOUT)
+    assert top.score == pytest.approx(1.0 + 1.0 + 0.5 + 1.0)
     kb.settings = kb.settings.model_copy(update={"fusion": "rrf"})
     top = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3).hits[0]
-    assert top.score == pytest.approx(1 / 61 + 1 / 61 + 0.5 / 61)  # rrf: rank 1 in all three lanes
+    assert top.score == pytest.approx(1 / 61 + 1 / 61 + 0.5 / 61 + 1 / 61)  # rrf: rank 1 in all four lanes
     assert kb.search("ERR_TIMEOUT", policy="dense", top_k=5, category="ops").hits[0].chunk.category == "ops"
     kb.close()
 

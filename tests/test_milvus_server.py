@@ -78,7 +78,7 @@ def test_ingest_lookup_delete_and_the_vector_count(server_settings):
         dense = kb.search("硬盘快被占满了怎么办", policy="dense", top_k=3)
         assert dense.hits[0].chunk.source_path.endswith("disk.md")
         top = kb.lookup("ERR_TIMEOUT 支付超时", top_k=3).hits[0]
-        assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0"}
+        assert top.chunk.source_path == "api/pay.md" and set(top.lanes) == {"bm25", "dense", "l0", "section"}
         wanted = vector_ids(kb)
         assert store.ids() == wanted and store.count() == len(wanted)
         kb.delete("api/pay.md")

@@ -17,6 +17,7 @@ from kbseek.core.answerability import (
     Signals,
     identifier_mask,
     identifiers,
+    named_terms,
     relative_mask,
     signals,
 )
@@ -132,3 +133,9 @@ def test_lexical_signals_are_relative_to_the_query_s_own_bm25_score():
     s = signals([None, None, None], ["d1", "d1", "d2"], [0.5, 0.4, 0.2], ["a", "b", "c"], reference=None, names=(),
                 l0=False, bm25=[6.0, 5.0, 3.0], ideal=12.0)  # fmt: skip
     assert s.bm25 == 0.5 and s.bm25_margin == 0.5 and s.similarity == 0.0
+
+
+def test_names_start_at_a_word_start():
+    # a unit glued to a number names nothing, and a timestamp's piece is no identifier
+    assert named_terms("磁盘只剩 10GiB 了，128MiB 的缓存怎么办") == ()
+    assert identifiers("restarted at 2026-11-02T03:20:41Z on kube-proxy") == ("kube-proxy",)

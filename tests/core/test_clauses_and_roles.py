@@ -184,8 +184,9 @@ def test_a_section_without_a_purpose_of_its_own_takes_the_one_it_sits_under(head
     assert set(section_purposes(headings)) == purposes
 
 
-def section(chunk_id: str, document: str, *headings: tuple[int, str]) -> Chunk:
-    return Chunk(chunk_id, document, 0, 1, "t", "", headings, "a", "ops", f"{document}.md", "x", "h", 0, 1, 1, 1)
+def section(chunk_id: str, document: str, *headings: tuple[int, str], anchor: str = "") -> Chunk:
+    anchor = anchor or chunk_id
+    return Chunk(chunk_id, document, 0, 1, "t", "", headings, anchor, "ops", f"{document}.md", "x", "h", 0, 1, 1, 1)
 
 
 def test_a_name_that_heads_one_section_below_the_title_names_it_and_scores_as_a_purpose():
@@ -193,13 +194,19 @@ def test_a_name_that_heads_one_section_below_the_title_names_it_and_scores_as_a_
         section(f"c{i}", "alerts", (1, "报警规则"), (2, "TiKV 报警规则"), (3, heading))
         for i, heading in enumerate(["TiKV_channel_full_total", "TiKV_write_stall", "TiKV 写入慢", "TiKV 磁盘满"])
     ]
-    split = [section("c0b", "alerts", *page[0].headings)]  # a second chunk of the same section
+    split = [section("c0b", "alerts", *page[0].headings, anchor="c0")]  # a second chunk of the same section
     assert named_sections(page + split, ["tikv_channel_full_total", "nodedown"]) == {"c0", "c0b"}
     assert named_sections(page, ["tikv"]) == set()  # heads three sections (and a parent): names none of them
     title = [section("d0", "node", (1, "NodeDown")), section("d1", "node", (1, "NodeDown"), (2, "排查步骤"))]
     assert named_sections(title, ["nodedown"]) == set()  # a document's title is the keyword layer's
     other = [section("e0", "other", (1, "x"), (2, "TiKV_write_stall"))]
     assert named_sections(page + other, ["tikv_write_stall"]) == set()  # two documents' sections: neither
+    nested = [section("g0", "alerts", (1, "报警规则"), (2, "TiKV_write_stall"), (3, "处理方法"))]
+    assert named_sections(page + nested, ["tikv_write_stall"]) == {"c1"}  # a section's own heading, not its parent's
+    worded = [section("h0", "faq", (1, "常见问题"), (2, "出现 TiKV_server_busy 怎么办"))]
+    assert named_sections(worded, ["tikv_server_busy"]) == {"h0"}  # anywhere in the heading, for the lane
+    assert named_sections(worded, ["tikv_server_busy"], whole=True) == set()  # the gate: the heading is the name
+    assert named_sections(page, ["tikv_channel_full_total"], whole=True) == {"c0"}
     steps = section("f0", "alerts", (1, "报警规则"), (2, "验证步骤"))
     scores = section_scores([*page, steps], frozenset({"verify"}), frozenset({"tikv_channel_full_total"}), None)
     assert scores == {"c0": HEADING_NAME, "f0": 1.0}
@@ -217,6 +224,8 @@ def test_a_name_that_heads_one_section_below_the_title_names_it_and_scores_as_a_
         ('这个告警的"回滚方案"在哪里？', {"rollback"}),  # a quoted section name still asks for it
         ("[session.go] [[kv:6] please rollback] 怎么验证", {"verify"}),  # nested fields, from the inside out
         ("[unclosed 回滚怎么做", {"rollback"}),  # a bracket never closed hides nothing
+        ("[回滚方案] 在哪里", {"rollback"}),  # one bracketed field is the asker's, not a log line's
+        ("What's the short-term workaround?", {"mitigate"}),  # a hyphenated word is not a name
         ("It doesn't go away. Which metrics should I watch?", {"metrics"}),
     ],
 )

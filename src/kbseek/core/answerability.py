@@ -59,7 +59,7 @@ def identifiers(query: str) -> tuple[str, ...]:
 
 
 _ACRONYM = re.compile(r"(?<![A-Za-z0-9])[A-Z][A-Z0-9]+(?![A-Za-z0-9])")
-_LATIN_TERM = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+_LATIN_TERM = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9]+")  # a word's start, as _IDENTIFIER (10GiB: none)
 CHINESE_QUESTION = 0.5  # share of Chinese letters above which the question's Latin words are names
 
 
@@ -158,7 +158,9 @@ class Signals:
     margin: float  # the best cosine minus the best cosine of another document, among the dense lane's ``DEPTH`` best
     coverage: float  # the most query weight one of the top hits holds
     identifier_missing: float  # 1: the question names identifiers and none of the top hits contains one
-    l0: float  # 1: a keyword or title of a document, or a heading of a top hit's own (named_sections), is in it
+    # 1: a keyword or title of a document is in the question, or a top hit's own heading is a name it gives
+    # (named_sections, whole); the per-hit levels read the keyword layer's matches alone (lookup.answering.l0_status)
+    l0: float
     bm25: float = 0.0  # the best BM25 score over the query's own (each word's IDF, once per repeat): in [0, 1)
     bm25_margin: float = 0.0  # how far the best document's BM25 stands above another document's, relative to it
     cross_language: float = 0.0  # 1: the question is in another script than its best chunks (cosines run lower)

@@ -267,13 +267,15 @@ def _has_en(text: str, prefixes: tuple[str, ...]) -> bool:
 # failed"], [please commit or rollback this transaction]). Quoted text is left: an asker quotes a section's name
 # ("回滚方案"在哪里) as often as an error message.
 _BRACKETED = re.compile(r"\[[^\[\]\n]*\]")
+LOG_FIELDS = 2  # bracketed fields that make a log line; one is the asker's ([回滚方案] 在哪里)
 # A name, not a request: TiDB_monitor_time_jump_back_error asks for no metrics, restore.go for no recovery. Only
 # names joined by _ or . (hyphenated words ask: short-term, on-call, post-mortem); the lookbehind keeps it linear.
 _NAME = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+")
 
 
 def asked_words(query: str) -> str:
-    """The asker's own words of a question: without a log line's bracketed fields and identifiers.
+    """The asker's own words of a question: without a log line's bracketed fields (when it has at least
+    :data:`LOG_FIELDS`) and names joined by ``_`` or ``.``.
 
     >>> asked_words('[conn.go:1184] ["command dispatched failed"] [err="ERROR 9001"] 这个报错怎么处理')
     '这个报错怎么处理'
@@ -281,8 +283,9 @@ def asked_words(query: str) -> str:
     'Is firing again? Which metrics show it?'
     """
     text = query
-    while (stripped := _BRACKETED.sub(" ", text)) != text:  # nested fields ([[executor]Deadlock ...]) from inside
-        text = stripped
+    if len(_BRACKETED.findall(text)) >= LOG_FIELDS:
+        while (stripped := _BRACKETED.sub(" ", text)) != text:  # nested fields ([[executor]Deadlock ...]) from inside
+            text = stripped
     return " ".join(_NAME.sub(" ", text).split())
 
 
@@ -354,7 +357,7 @@ def section_scores(
     """The section lane's score of each of ``chunks`` that scores: one per asked purpose (``roles``) its heading
     declares, :data:`HEADING_NAME` when its heading holds one of ``names`` (:func:`named_sections`), and
     :data:`NAMED_BONUS` more in the document the question names alone (``named``)."""
-    headed = named_sections(chunks, names) if names else set()
+    headed = named_sections(chunks, names)
     scores = {}
     for chunk in chunks:
         matched = len(roles & section_purposes(chunk.headings)) + (HEADING_NAME if chunk.id in headed else 0.0)
@@ -363,21 +366,28 @@ def section_scores(
     return scores
 
 
-def named_sections(chunks: Iterable[Chunk], names: Iterable[str]) -> set[str]:
+def named_sections(chunks: Iterable[Chunk], names: Iterable[str], *, whole: bool = False) -> set[str]:
     """The ids of ``chunks`` in a section whose own heading (below its document's title) holds one of ``names`` (a
     question's identifiers), when that name heads no other section among ``chunks``: an alert or a variable on a
     reference page (``TiKV_channel_full_total`` among a hundred alerts), not a product name that heads half of its
-    documents' sections (TiCDC). A title is the keyword layer's to match: it names the whole document.
+    documents' sections (TiCDC). A title is the keyword layer's to match: it names the whole document. ``whole``:
+    only a heading that is the name and nothing else (``TiKV_channel_full_total``, not ``TiCDC 常见问题``).
     """
     wanted = frozenset(names)
-    sections: dict[str, dict[tuple[str, tuple[tuple[int, str], ...]], list[str]]] = {}
+    sections: dict[str, dict[tuple[str, str], list[str]]] = {}
     for chunk in chunks:
         if wanted and chunk.headings and chunk.headings[-1][0] > 1:
-            for name in wanted & _heading_names(chunk.headings[-1][1]):
-                sections.setdefault(name, {}).setdefault((chunk.document_id, chunk.headings), []).append(chunk.id)
+            heading = chunk.headings[-1][1]
+            for name in wanted & _heading_names(heading):
+                if not whole or _letters(heading) == _letters(name):
+                    sections.setdefault(name, {}).setdefault((chunk.document_id, chunk.anchor), []).append(chunk.id)
     return {c for found in sections.values() if len(found) == 1 for ids in found.values() for c in ids}
 
 
 @functools.lru_cache(maxsize=100_000)  # headings repeat across queries: 3 us each to read, 600 in a large pool
 def _heading_names(heading: str) -> frozenset[str]:
     return frozenset(identifiers(heading))
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[\W_]", "", text.casefold())

@@ -141,7 +141,7 @@ def question_signals(
         [f"{h.chunk.breadcrumb}\n{h.chunk.text}" for h in hits],
         reference=reference,
         names=names,
-        l0=bool(l0_status(hint)) or bool(named_sections([h.chunk for h in hits[:TOP]], names)),
+        l0=bool(l0_status(hint)) or bool(named_sections([h.chunk for h in hits[:TOP]], names, whole=True)),
         bm25=[h.lanes["bm25"].score if "bm25" in h.lanes else None for h in hits],
         ideal=ideal,
         cross_language=other_language(cleaned, evidence),
