@@ -207,6 +207,10 @@ def test_a_name_that_heads_one_section_below_the_title_names_it_and_scores_as_a_
     assert named_sections(worded, ["tikv_server_busy"]) == {"h0"}  # anywhere in the heading, for the lane
     assert named_sections(worded, ["tikv_server_busy"], whole=True) == set()  # the gate: the heading is the name
     assert named_sections(page, ["tikv_channel_full_total"], whole=True) == {"c0"}
+    product = [section("p0", "cdc", (1, "x"), (2, "TiCDC")), section("p1", "cdc", (1, "x"), (2, "TiCDC 常见问题"))]
+    assert named_sections(product, ["ticdc"], whole=True) == set()  # heads two sections, though one is only it
+    twins = [section(f"t{i}", "alerts", (1, "报警规则"), (2, "TiKV_write_stall")) for i in range(2)]
+    assert named_sections(twins, ["tikv_write_stall"]) == set()  # two sections of one page share a heading
     steps = section("f0", "alerts", (1, "报警规则"), (2, "验证步骤"))
     scores = section_scores([*page, steps], frozenset({"verify"}), frozenset({"tikv_channel_full_total"}), None)
     assert scores == {"c0": HEADING_NAME, "f0": 1.0}

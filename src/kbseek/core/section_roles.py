@@ -284,7 +284,7 @@ def asked_words(query: str) -> str:
     """
     text = query
     if len(_BRACKETED.findall(text)) >= LOG_FIELDS:
-        while (stripped := _BRACKETED.sub(" ", text)) != text:  # nested fields ([[executor]Deadlock ...]) from inside
+        while (stripped := _BRACKETED.sub(" ", text)) != text:  # nested fields ([a] [[executor]Deadlock]) from inside
             text = stripped
     return " ".join(_NAME.sub(" ", text).split())
 
@@ -371,17 +371,25 @@ def named_sections(chunks: Iterable[Chunk], names: Iterable[str], *, whole: bool
     question's identifiers), when that name heads no other section among ``chunks``: an alert or a variable on a
     reference page (``TiKV_channel_full_total`` among a hundred alerts), not a product name that heads half of its
     documents' sections (TiCDC). A title is the keyword layer's to match: it names the whole document. ``whole``:
-    only a heading that is the name and nothing else (``TiKV_channel_full_total``, not ``TiCDC 常见问题``).
+    the one section's heading must also be the name and nothing else (``TiKV_channel_full_total``, not ``TiCDC 常见
+    问题``; nor a variable whose heading adds a version note).
     """
     wanted = frozenset(names)
-    sections: dict[str, dict[tuple[str, str], list[str]]] = {}
+    sections: dict[str, dict[tuple[str, str], tuple[str, list[str]]]] = {}
     for chunk in chunks:
         if wanted and chunk.headings and chunk.headings[-1][0] > 1:
             heading = chunk.headings[-1][1]
             for name in wanted & _heading_names(heading):
-                if not whole or _letters(heading) == _letters(name):
-                    sections.setdefault(name, {}).setdefault((chunk.document_id, chunk.anchor), []).append(chunk.id)
-    return {c for found in sections.values() if len(found) == 1 for ids in found.values() for c in ids}
+                key = (chunk.document_id, chunk.anchor)
+                sections.setdefault(name, {}).setdefault(key, (heading, []))[1].append(chunk.id)
+    return {
+        c
+        for name, found in sections.items()
+        if len(found) == 1
+        for heading, ids in found.values()
+        if not whole or _letters(heading) == _letters(name)
+        for c in ids
+    }
 
 
 @functools.lru_cache(maxsize=100_000)  # headings repeat across queries: 3 us each to read, 600 in a large pool
