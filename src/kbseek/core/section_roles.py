@@ -299,21 +299,14 @@ def query_roles(query: str) -> frozenset[str]:
 # to read more), so they resemble every question about the document, and they rarely hold its answer.
 CONTEXT_ROLES = frozenset({"overview", "related", "references"})
 
-_HEADING_CACHE: dict[str, frozenset[str]] = {}
+HEADING_CACHE = 100_000  # headings kept per process: they repeat across queries
 
 
+@functools.lru_cache(maxsize=HEADING_CACHE)
 def heading_roles(heading: str) -> frozenset[str]:
-    """The purposes a section heading declares (cached: headings repeat across queries)."""
-    roles = _HEADING_CACHE.get(heading)
-    if roles is None:
-        text = heading.casefold()
-        roles = frozenset(
-            r.name for r in ROLES if any(w in text for w in r.declared_zh) or _has_en(text, r.declared_en)
-        )
-        if len(_HEADING_CACHE) > 100_000:
-            _HEADING_CACHE.clear()
-        _HEADING_CACHE[heading] = roles
-    return roles
+    """The purposes a section heading declares."""
+    text = heading.casefold()
+    return frozenset(r.name for r in ROLES if any(w in text for w in r.declared_zh) or _has_en(text, r.declared_en))
 
 
 def section_purposes(headings: Sequence[tuple[int, str]]) -> frozenset[str]:
@@ -392,7 +385,7 @@ def named_sections(chunks: Iterable[Chunk], names: Iterable[str], *, whole: bool
     }
 
 
-@functools.lru_cache(maxsize=100_000)  # headings repeat across queries: 3 us each to read, 600 in a large pool
+@functools.lru_cache(maxsize=HEADING_CACHE)  # 3 us each to read, 600 in a large pool
 def _heading_names(heading: str) -> frozenset[str]:
     return frozenset(identifiers(heading))
 
